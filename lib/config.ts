@@ -1,0 +1,311 @@
+// Configuration from environment variables (DESIGN §7). Every default lives in
+// DEFAULTS; every value is validated at start and a bad one stops the service
+// with a ConfigError that names the variable.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ConfigError } from './errors.js';
+
+export type Env = Record<string, string | undefined>;
+
+export const DEFAULTS = {
+  DATA_DIR: './data',
+  APPLICATIONS: 'sync/1.5',
+  TOKEN_DURATION: 3600,
+  ALLOW_NEW_USERS: true,
+  DIRECTORY_ADDR: '127.0.0.1:50051',
+  NODEASSIGN_ADDR: '127.0.0.1:50052',
+  LOGIN_PORT: 8000,
+  GATEWAY_PORT: 8080,
+  DIRECTORY_PORT: 50051,
+  NODEASSIGN_PORT: 50052,
+  /** Host the services listen on. */
+  BIND_HOST: '127.0.0.1',
+  /** Allowed clock skew for assertions, seconds. */
+  ASSERTION_SKEW: 60,
+  /** Certificate claim carrying the generation number. */
+  GENERATION_CLAIM: 'fxa-generation',
+  /** Deadline of each gRPC call from login, milliseconds. */
+  GRPC_DEADLINE_MS: 2000,
+  /** Retry-After on 503, seconds. */
+  RETRY_AFTER: 10,
+  /** Share of a node's capacity released when no node has slots left. */
+  RELEASE_RATE: 0.1,
+  MAINTENANCE_MODE: false,
+  /** Hawk timestamp skew, seconds. */
+  HAWK_SKEW: 60,
+  /** Largest number of nonces the gateway remembers. */
+  NONCE_CACHE_SIZE: 100_000,
+  /** Largest body the gateway buffers to check a Hawk payload hash, bytes. */
+  HASH_BODY_LIMIT: 1_048_576,
+  /** Gateway upstream timeouts, milliseconds. */
+  UPSTREAM_CONNECT_TIMEOUT_MS: 2000,
+  UPSTREAM_TIMEOUT_MS: 30_000,
+  LOG_LEVEL: 'info',
+} as const;
+
+// ---- parsers: each names its variable in the error ----
+
+export function str(env: Env, name: string, fallback?: string): string {
+  const v = env[name];
+  if (v === undefined || v.trim() === '') {
+    if (fallback === undefined) throw new ConfigError(name, 'is required');
+    return fallback;
+  }
+  return v.trim();
+}
+
+export function int(env: Env, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  const v = env[name];
+  if (v === undefined || v.trim() === '') return fallback;
+  if (!/^\d+$/.test(v.trim())) throw new ConfigError(name, `must be a whole number, got ${JSON.stringify(v)}`);
+  const n = Number(v.trim());
+  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+export function num(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const v = env[name];
+  if (v === undefined || v.trim() === '') return fallback;
+  const n = Number(v.trim());
+  if (!Number.isFinite(n) || n < min || n > max) {
+    throw new ConfigError(name, `must be a number between ${min} and ${max}, got ${JSON.stringify(v)}`);
+  }
+  return n;
+}
+
+export function bool(env: Env, name: string, fallback: boolean): boolean {
+  const v = env[name];
+  if (v === undefined || v.trim() === '') return fallback;
+  const s = v.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(s)) return true;
+  if (['0', 'false', 'no', 'off'].includes(s)) return false;
+  throw new ConfigError(name, `must be true or false, got ${JSON.stringify(v)}`);
+}
+
+export function port(env: Env, name: string, fallback: number): number {
+  return int(env, name, fallback, 0, 65535);
+}
+
+/** host:port of a gRPC service. */
+export function address(env: Env, name: string, fallback: string): string {
+  const v = str(env, name, fallback);
+  if (!/^[A-Za-z0-9.\-_[\]:]+:\d{1,5}$/.test(v)) throw new ConfigError(name, `must be host:port, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+export function list(env: Env, name: string, fallback: string): string[] {
+  return str(env, name, fallback)
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+/** An absolute http(s) URL without a trailing slash, query or fragment. */
+export function url(env: Env, name: string, fallback?: string): string {
+  const v = str(env, name, fallback);
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(name, `must be an absolute URL, got ${JSON.stringify(v)}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(name, 'must be an http or https URL');
+  if (u.search || u.hash) throw new ConfigError(name, 'must not carry a query or fragment');
+  return v.replace(/\/+$/, '');
+}
+
+/** MASTER_SECRETS: comma-separated, newest first. */
+export function masterSecrets(env: Env, fallback?: string[]): string[] {
+  const v = env.MASTER_SECRETS;
+  if (v === undefined || v.trim() === '') {
+    if (fallback && fallback.length > 0) return fallback;
+    throw new ConfigError('MASTER_SECRETS', 'is required (comma-separated secrets, newest first)');
+  }
+  const secrets = list(env, 'MASTER_SECRETS', '');
+  if (secrets.length === 0) throw new ConfigError('MASTER_SECRETS', 'must hold at least one secret');
+  for (const s of secrets) {
+    if (s.length < 16) throw new ConfigError('MASTER_SECRETS', 'each secret must be at least 16 characters');
+  }
+  return secrets;
+}
+
+/** APPLICATIONS: `name/version,...` → name → versions. */
+export function applications(env: Env): Map<string, Set<string>> {
+  const apps = new Map<string, Set<string>>();
+  for (const item of list(env, 'APPLICATIONS', DEFAULTS.APPLICATIONS)) {
+    const m = /^([A-Za-z0-9_-]+)\/([A-Za-z0-9._-]+)$/.exec(item);
+    if (!m) throw new ConfigError('APPLICATIONS', `expected name/version, got ${JSON.stringify(item)}`);
+    const versions = apps.get(m[1]) ?? new Set<string>();
+    versions.add(m[2]);
+    apps.set(m[1], versions);
+  }
+  if (apps.size === 0) throw new ConfigError('APPLICATIONS', 'must name at least one application');
+  return apps;
+}
+
+/** STORE_URL: `mongodb://…`, `mongodb+srv://…` or `sqlite:<path>`; default SQLite under DATA_DIR. */
+export function storeUrl(env: Env): string {
+  const dataDir = str(env, 'DATA_DIR', DEFAULTS.DATA_DIR);
+  const v = str(env, 'STORE_URL', `sqlite:${path.join(dataDir, 'tokenserver.db')}`);
+  if (/^mongodb(\+srv)?:\/\//.test(v)) return v;
+  if (/^sqlite:.+/.test(v)) return v;
+  throw new ConfigError('STORE_URL', `must start with mongodb:// or sqlite:, got ${JSON.stringify(v.split('@').pop())}`);
+}
+
+export interface JsonWebKeyLike {
+  kty: string;
+  [k: string]: unknown;
+}
+export type TrustedIssuers = Map<string, JsonWebKeyLike[]>;
+
+/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …]}}`. */
+export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'): TrustedIssuers {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
+    throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …]}}');
+  }
+  const out: TrustedIssuers = new Map();
+  for (const [issuer, entry] of Object.entries(doc)) {
+    const keys = (entry as { keys?: unknown })?.keys;
+    if (!Array.isArray(keys) || keys.length === 0) throw new ConfigError(variable, `issuer ${issuer}: "keys" must be a non-empty array`);
+    for (const k of keys) {
+      if (typeof k !== 'object' || k === null || typeof (k as { kty?: unknown }).kty !== 'string') {
+        throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty"`);
+      }
+    }
+    out.set(issuer, keys as JsonWebKeyLike[]);
+  }
+  return out;
+}
+
+export function trustedIssuersFile(env: Env): TrustedIssuers {
+  const file = str(env, 'TRUSTED_ISSUERS');
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError('TRUSTED_ISSUERS', `cannot read ${file}: ${(e as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new ConfigError('TRUSTED_ISSUERS', `${file} is not valid JSON`);
+  }
+  return parseTrustedIssuers(doc);
+}
+
+// ---- per-service configuration ----
+
+export interface DirectoryConfig {
+  storeUrl: string;
+  port: number;
+  host: string;
+}
+
+export function directoryConfig(env: Env): DirectoryConfig {
+  return {
+    storeUrl: storeUrl(env),
+    port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
+    host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+  };
+}
+
+export interface NodeAssignConfig {
+  storeUrl: string;
+  port: number;
+  host: string;
+  releaseRate: number;
+}
+
+export function nodeAssignConfig(env: Env): NodeAssignConfig {
+  return {
+    storeUrl: storeUrl(env),
+    port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT),
+    host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+    releaseRate: num(env, 'RELEASE_RATE', DEFAULTS.RELEASE_RATE, 0.0001, 1),
+  };
+}
+
+export interface LoginConfig {
+  port: number;
+  host: string;
+  masterSecrets: string[];
+  applications: Map<string, Set<string>>;
+  audiences: string[];
+  trustedIssuers: TrustedIssuers;
+  tokenDuration: number;
+  allowNewUsers: boolean;
+  directoryAddr: string;
+  nodeAssignAddr: string;
+  assertionSkew: number;
+  generationClaim: string;
+  grpcDeadlineMs: number;
+  retryAfter: number;
+  maintenanceMode: boolean;
+}
+
+/**
+ * `overrides` lets the embedded stack supply what it generates (secrets, the
+ * development issuer) where the environment leaves them unset.
+ */
+export function loginConfig(
+  env: Env,
+  overrides: { masterSecrets?: string[]; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
+): LoginConfig {
+  const audiences = env.AUDIENCES?.trim() ? list(env, 'AUDIENCES', '') : overrides.audiences;
+  if (!audiences || audiences.length === 0) throw new ConfigError('AUDIENCES', 'is required (accepted "aud" values)');
+  let trustedIssuers: TrustedIssuers;
+  if (env.TRUSTED_ISSUERS?.trim()) {
+    trustedIssuers = trustedIssuersFile(env);
+    for (const [iss, keys] of overrides.trustedIssuers ?? []) if (!trustedIssuers.has(iss)) trustedIssuers.set(iss, keys);
+  } else if (overrides.trustedIssuers) {
+    trustedIssuers = overrides.trustedIssuers;
+  } else {
+    throw new ConfigError('TRUSTED_ISSUERS', 'is required (path to a JSON file of trusted issuers and their keys)');
+  }
+  return {
+    port: port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT),
+    host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+    masterSecrets: masterSecrets(env, overrides.masterSecrets),
+    applications: applications(env),
+    audiences,
+    trustedIssuers,
+    tokenDuration: int(env, 'TOKEN_DURATION', DEFAULTS.TOKEN_DURATION, 1, 86_400 * 30),
+    allowNewUsers: bool(env, 'ALLOW_NEW_USERS', DEFAULTS.ALLOW_NEW_USERS),
+    directoryAddr: address(env, 'DIRECTORY_ADDR', DEFAULTS.DIRECTORY_ADDR),
+    nodeAssignAddr: address(env, 'NODEASSIGN_ADDR', DEFAULTS.NODEASSIGN_ADDR),
+    assertionSkew: int(env, 'ASSERTION_SKEW', DEFAULTS.ASSERTION_SKEW, 0, 3600),
+    generationClaim: str(env, 'GENERATION_CLAIM', DEFAULTS.GENERATION_CLAIM),
+    grpcDeadlineMs: int(env, 'GRPC_DEADLINE_MS', DEFAULTS.GRPC_DEADLINE_MS, 50, 60_000),
+    retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
+    maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
+  };
+}
+
+export interface GatewayConfig {
+  port: number;
+  host: string;
+  masterSecrets: string[];
+  nodeUrl: string;
+  upstreamUrl: string;
+  hawkSkew: number;
+  nonceCacheSize: number;
+  hashBodyLimit: number;
+  upstreamConnectTimeoutMs: number;
+  upstreamTimeoutMs: number;
+}
+
+export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } = {}): GatewayConfig {
+  return {
+    port: port(env, 'GATEWAY_PORT', DEFAULTS.GATEWAY_PORT),
+    host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+    masterSecrets: masterSecrets(env, overrides.masterSecrets),
+    nodeUrl: url(env, 'NODE_URL'),
+    upstreamUrl: url(env, 'UPSTREAM_URL'),
+    hawkSkew: int(env, 'HAWK_SKEW', DEFAULTS.HAWK_SKEW, 1, 86_400),
+    nonceCacheSize: int(env, 'NONCE_CACHE_SIZE', DEFAULTS.NONCE_CACHE_SIZE, 100, 10_000_000),
+    hashBodyLimit: int(env, 'HASH_BODY_LIMIT', DEFAULTS.HASH_BODY_LIMIT, 1, 1 << 30),
+    upstreamConnectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', DEFAULTS.UPSTREAM_CONNECT_TIMEOUT_MS, 10, 600_000),
+    upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULTS.UPSTREAM_TIMEOUT_MS, 10, 3_600_000),
+  };
+}

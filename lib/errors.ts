@@ -1,0 +1,177 @@
+// One error type per protocol error. Code throws these; one place per
+// transport turns them into responses (lib/http-errors.ts for HTTP,
+// lib/grpc.ts for gRPC), so status codes and status strings live only here.
+
+export type ErrorLocation = 'header' | 'url' | 'body' | 'internal';
+
+export interface ErrorDetail {
+  location: ErrorLocation;
+  name: string;
+  description: string;
+}
+
+export class ProtocolError extends Error {
+  /** HTTP status. */
+  readonly status: number = 500;
+  /** The DESIGN §3 status string. */
+  readonly statusString: string = 'error';
+  readonly location: ErrorLocation = 'internal';
+  readonly field: string = '';
+  /** Extra response headers (Retry-After, Allow, WWW-Authenticate ...). */
+  readonly headers: Record<string, string> = {};
+
+  constructor(description: string, opts: { location?: ErrorLocation; field?: string; headers?: Record<string, string> } = {}) {
+    super(description);
+    this.name = new.target.name;
+    if (opts.location) this.location = opts.location;
+    if (opts.field !== undefined) this.field = opts.field;
+    if (opts.headers) this.headers = { ...opts.headers };
+  }
+
+  /** 4xx descriptions are shown to the caller; 5xx ones only in logs. */
+  get expose(): boolean {
+    return this.status < 500;
+  }
+
+  detail(): ErrorDetail {
+    return {
+      location: this.location,
+      name: this.field,
+      description: this.expose ? this.message : 'the service is unavailable, try again later',
+    };
+  }
+}
+
+// 400: malformed request.
+export class BadRequest extends ProtocolError {
+  override readonly status = 400;
+}
+
+// 401 with status "error": missing or unparseable Authorization, unknown scheme.
+export class Unauthorized extends ProtocolError {
+  override readonly status = 401;
+  override readonly location = 'header' as ErrorLocation;
+  override readonly field = 'Authorization';
+}
+
+export class InvalidCredentials extends ProtocolError {
+  override readonly status = 401;
+  override readonly statusString = 'invalid-credentials';
+  override readonly location = 'header' as ErrorLocation;
+  override readonly field = 'Authorization';
+}
+
+export class InvalidTimestamp extends ProtocolError {
+  override readonly status = 401;
+  override readonly statusString = 'invalid-timestamp';
+  override readonly location = 'header' as ErrorLocation;
+  override readonly field = 'Authorization';
+}
+
+export class InvalidGeneration extends ProtocolError {
+  override readonly status = 401;
+  override readonly statusString = 'invalid-generation';
+  override readonly location = 'body' as ErrorLocation;
+  override readonly field = 'generation';
+}
+
+export class InvalidClientState extends ProtocolError {
+  override readonly status = 401;
+  override readonly statusString = 'invalid-client-state';
+  override readonly location = 'header' as ErrorLocation;
+  override readonly field = 'X-Client-State';
+}
+
+export class NewUsersDisabled extends ProtocolError {
+  override readonly status = 403;
+  override readonly statusString = 'new-users-disabled';
+  override readonly location = 'body' as ErrorLocation;
+  override readonly field = 'email';
+}
+
+export class NotFound extends ProtocolError {
+  override readonly status = 404;
+  override readonly location = 'url' as ErrorLocation;
+}
+
+export class MethodNotAllowed extends ProtocolError {
+  override readonly status = 405;
+  override readonly location = 'url' as ErrorLocation;
+  constructor(allowed: string[]) {
+    super(`method not allowed; allowed: ${allowed.join(', ')}`, { headers: { Allow: allowed.join(', ') } });
+  }
+}
+
+export class NotAcceptable extends ProtocolError {
+  override readonly status = 406;
+  override readonly location = 'header' as ErrorLocation;
+  override readonly field = 'Accept';
+}
+
+export class PayloadTooLarge extends ProtocolError {
+  override readonly status = 413;
+  override readonly location = 'body' as ErrorLocation;
+}
+
+/** An internal fault. Its message goes to the logs only. */
+export class InternalError extends ProtocolError {
+  override readonly status = 500;
+}
+
+export class BadGateway extends ProtocolError {
+  override readonly status = 502;
+}
+
+/** 503 with Retry-After: a backend down or too slow, maintenance, no node room. */
+export class ServiceUnavailable extends ProtocolError {
+  override readonly status = 503;
+  readonly retryAfter: number;
+  constructor(description: string, retryAfter = 10) {
+    super(description, { headers: { 'Retry-After': String(retryAfter) } });
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** No node has room for a new user. */
+export class NoNodeAvailable extends ServiceUnavailable {}
+
+export class GatewayTimeout extends ProtocolError {
+  override readonly status = 504;
+}
+
+/** Admin-side errors (CLI, admin RPCs): a missing record or a conflicting one. */
+export class RecordNotFound extends ProtocolError {
+  override readonly status = 404;
+}
+export class Conflict extends ProtocolError {
+  override readonly status = 409;
+}
+
+/** Every error class by name, so an error that crossed gRPC is rebuilt as itself. */
+export const errorClasses: Record<string, new (description: string) => ProtocolError> = {
+  BadRequest,
+  Unauthorized,
+  InvalidCredentials,
+  InvalidTimestamp,
+  InvalidGeneration,
+  InvalidClientState,
+  NewUsersDisabled,
+  NotFound,
+  NotAcceptable,
+  PayloadTooLarge,
+  InternalError,
+  BadGateway,
+  ServiceUnavailable,
+  NoNodeAvailable,
+  GatewayTimeout,
+  RecordNotFound,
+  Conflict,
+};
+
+/** Invalid configuration: the service stops at start with this message. */
+export class ConfigError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}

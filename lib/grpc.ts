@@ -1,0 +1,160 @@
+// gRPC plumbing shared by every service: handlers that turn thrown errors into
+// gRPC status + metadata (the only place that does), clients that apply a
+// deadline and turn gRPC errors back into the same ProtocolError classes.
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import { randomUUID } from 'node:crypto';
+import { errorClasses, InternalError, ProtocolError, ServiceUnavailable } from './errors.js';
+import type { Logger } from './log.js';
+
+const ERROR_CLASS = 'x-error-class';
+export const REQUEST_ID = 'x-request-id';
+
+function grpcCode(err: ProtocolError): grpc.status {
+  switch (err.status) {
+    case 400:
+      return grpc.status.INVALID_ARGUMENT;
+    case 401:
+      return grpc.status.UNAUTHENTICATED;
+    case 403:
+      return grpc.status.PERMISSION_DENIED;
+    case 404:
+      return grpc.status.NOT_FOUND;
+    case 409:
+      return grpc.status.ALREADY_EXISTS;
+    case 503:
+      return grpc.status.RESOURCE_EXHAUSTED;
+    default:
+      return grpc.status.INTERNAL;
+  }
+}
+
+/** What a handler sends for a thrown error; anything not a ProtocolError is logged and hidden. */
+export function toServiceError(err: unknown, log: Logger, method: string): Partial<grpc.ServiceError> {
+  const metadata = new grpc.Metadata();
+  if (err instanceof ProtocolError) {
+    metadata.set(ERROR_CLASS, err.name);
+    if (!err.expose) log.warn({ method, err: err.message, class: err.name }, 'rpc failed');
+    return { code: grpcCode(err), details: err.message, metadata };
+  }
+  log.error({ method, err }, 'rpc failed unexpectedly');
+  metadata.set(ERROR_CLASS, 'InternalError');
+  return { code: grpc.status.INTERNAL, details: 'internal error', metadata };
+}
+
+export interface CallContext {
+  requestId: string;
+}
+
+/** Wraps an async function as a grpc-js unary handler. */
+export function unary<Req, Res>(
+  log: Logger,
+  method: string,
+  fn: (req: Req, ctx: CallContext) => Promise<Res>,
+): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    const requestId = String(call.metadata.get(REQUEST_ID)[0] ?? randomUUID());
+    fn(call.request, { requestId }).then(
+      (res) => callback(null, res),
+      (err) => callback(toServiceError(err, log.child({ requestId }), method)),
+    );
+  };
+}
+
+/** Rebuilds the ProtocolError a server threw; transport failures become 503. */
+export function fromServiceError(err: grpc.ServiceError, retryAfter: number): ProtocolError {
+  const cls = err.metadata?.get(ERROR_CLASS)[0];
+  if (typeof cls === 'string' && cls in errorClasses) {
+    const e = new errorClasses[cls](err.details);
+    if (e instanceof ServiceUnavailable && e.retryAfter !== retryAfter) {
+      return new (e.constructor as typeof ServiceUnavailable)(err.details, retryAfter);
+    }
+    return e;
+  }
+  switch (err.code) {
+    case grpc.status.UNAVAILABLE:
+    case grpc.status.DEADLINE_EXCEEDED:
+    case grpc.status.CANCELLED:
+    case grpc.status.RESOURCE_EXHAUSTED:
+      return new ServiceUnavailable(`backend unavailable: ${err.details}`, retryAfter);
+    default:
+      return new InternalError(`backend error ${grpc.status[err.code]}: ${err.details}`);
+  }
+}
+
+type UnaryMethod<Req, Res> = (
+  req: Req,
+  metadata: grpc.Metadata,
+  options: Partial<grpc.CallOptions>,
+  cb: (err: grpc.ServiceError | null, res: Res) => void,
+) => grpc.ClientUnaryCall;
+
+export interface CallOptions {
+  deadlineMs: number;
+  retryAfter: number;
+  requestId?: string;
+}
+
+/** One unary call with a deadline; resolves with the reply or rejects with a ProtocolError. */
+export function call<Req, Res>(client: grpc.Client, method: UnaryMethod<Req, Res>, req: Req, opts: CallOptions): Promise<Res> {
+  const metadata = new grpc.Metadata();
+  if (opts.requestId) metadata.set(REQUEST_ID, opts.requestId);
+  return new Promise((resolve, reject) => {
+    method.call(client, req, metadata, { deadline: Date.now() + opts.deadlineMs }, (err, res) => {
+      if (err) reject(fromServiceError(err, opts.retryAfter));
+      else resolve(res);
+    });
+  });
+}
+
+/** Channel options shared by clients: fail fast while a backend is down, reconnect quickly when it returns. */
+export const CLIENT_OPTIONS: grpc.ClientOptions = {
+  'grpc.initial_reconnect_backoff_ms': 200,
+  'grpc.max_reconnect_backoff_ms': 2000,
+  'grpc.keepalive_time_ms': 30_000,
+  'grpc.keepalive_timeout_ms': 5_000,
+};
+
+export function insecure(): grpc.ChannelCredentials {
+  return grpc.credentials.createInsecure();
+}
+
+export interface RunningServer {
+  server: grpc.Server;
+  port: number;
+  health: HealthImplementation;
+  close(): Promise<void>;
+}
+
+/** Starts a gRPC server with the given services and grpc.health.v1 (overall and per service). */
+export async function startServer(
+  services: Array<{ definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation; name: string }>,
+  host: string,
+  port: number,
+): Promise<RunningServer> {
+  const server = new grpc.Server();
+  const statuses: Record<string, 'SERVING'> = { '': 'SERVING' };
+  for (const s of services) {
+    server.addService(s.definition, s.implementation);
+    statuses[s.name] = 'SERVING';
+  }
+  const health = new HealthImplementation(statuses);
+  health.addToServer(server);
+  const bound = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+  });
+  return {
+    server,
+    port: bound,
+    health,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const name of Object.keys(statuses)) health.setStatus(name, 'NOT_SERVING');
+        const timer = setTimeout(() => server.forceShutdown(), 2000);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+  };
+}

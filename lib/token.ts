@@ -1,0 +1,129 @@
+// tokenlib v1 tokens (DESIGN §5), byte-compatible with Mozilla's token servers:
+// id = urlsafe-b64(payload JSON || HMAC-SHA256(signing key, payload JSON)),
+// key = urlsafe-b64(HKDF(node secret, salt, "…/derive/" + id)).
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { InvalidCredentials, InvalidTimestamp } from './errors.js';
+
+const NODE_SECRET_INFO = 'services.mozilla.com/mozsvc/v1/node_secret/';
+const SIGNING_INFO = 'services.mozilla.com/tokenlib/v1/signing';
+const DERIVE_INFO = 'services.mozilla.com/tokenlib/v1/derive/';
+const SIG_LEN = 32;
+/** Tokens are small; anything far larger is refused before decoding. */
+export const MAX_TOKEN_LENGTH = 4096;
+
+export interface TokenPayload {
+  uid: number;
+  node: string;
+  expires: number;
+  salt: string;
+  [extra: string]: unknown;
+}
+
+function hkdf(ikm: string | Buffer, salt: string, info: string, length: number): Buffer {
+  return Buffer.from(hkdfSync('sha256', ikm, salt, info, length));
+}
+
+/** A node's secret: hex of HKDF(master, no salt, node_secret info + node URL, len(master)/2). */
+export function deriveNodeSecret(master: string, nodeUrl: string): string {
+  const length = Math.floor(Buffer.byteLength(master, 'utf8') / 2);
+  return hkdf(master, '', NODE_SECRET_INFO + nodeUrl, length).toString('hex');
+}
+
+// Derivations are pure and hot; keep them per (master, node) and per secret.
+const nodeSecretCache = new Map<string, string[]>();
+const signingKeyCache = new Map<string, Buffer>();
+const CACHE_LIMIT = 10_000;
+
+function remember<V>(cache: Map<string, V>, key: string, make: () => V): V {
+  let v = cache.get(key);
+  if (v === undefined) {
+    if (cache.size >= CACHE_LIMIT) cache.clear();
+    v = make();
+    cache.set(key, v);
+  }
+  return v;
+}
+
+/** The node's secrets for every master secret, newest first. */
+export function nodeSecrets(masters: readonly string[], nodeUrl: string): string[] {
+  return remember(nodeSecretCache, `${nodeUrl}\n${masters.join('\n')}`, () => masters.map((m) => deriveNodeSecret(m, nodeUrl)));
+}
+
+export function signingKey(secret: string): Buffer {
+  return remember(signingKeyCache, secret, () => hkdf(secret, '', SIGNING_INFO, 32));
+}
+
+function b64(buf: Buffer): string {
+  return buf.toString('base64').replace(/\+/g, '-').replace(/\//g, '_');
+}
+
+/** Strict urlsafe base64, padding optional; null when it is not. */
+function unb64(s: string): Buffer | null {
+  if (!/^[A-Za-z0-9_-]*={0,2}$/.test(s)) return null;
+  const bare = s.replace(/=+$/, '');
+  if (bare.length % 4 === 1) return null;
+  if (s.length !== bare.length && s.length % 4 !== 0) return null;
+  const buf = Buffer.from(bare, 'base64url');
+  // Reject non-canonical trailing bits so one token has one spelling.
+  if (buf.toString('base64url') !== bare) return null;
+  return buf;
+}
+
+/** Signs exact payload bytes; the tokenlib id. */
+export function encodeToken(payloadJson: string, secret: string): string {
+  const body = Buffer.from(payloadJson, 'utf8');
+  const sig = createHmac('sha256', signingKey(secret)).update(body).digest();
+  return b64(Buffer.concat([body, sig]));
+}
+
+/** The Hawk key for a token id. */
+export function derivedSecret(id: string, salt: string, secret: string): string {
+  return b64(hkdf(secret, salt, DERIVE_INFO + id, 32));
+}
+
+export function newSalt(): string {
+  return randomBytes(3).toString('hex');
+}
+
+/** Mints a token for a node secret: returns the id and the derived Hawk key. */
+export function makeToken(payload: TokenPayload, secret: string): { id: string; key: string } {
+  const id = encodeToken(JSON.stringify(payload), secret);
+  return { id, key: derivedSecret(id, payload.salt, secret) };
+}
+
+function isPayload(p: unknown): p is TokenPayload {
+  if (typeof p !== 'object' || p === null || Array.isArray(p)) return false;
+  const o = p as Record<string, unknown>;
+  return (
+    Number.isSafeInteger(o.uid) &&
+    (o.uid as number) >= 0 &&
+    typeof o.node === 'string' &&
+    typeof o.expires === 'number' &&
+    Number.isFinite(o.expires) &&
+    typeof o.salt === 'string'
+  );
+}
+
+/**
+ * Checks a token against the given secrets (any may have signed it) and its
+ * expiry. Throws InvalidCredentials for anything malformed or badly signed,
+ * InvalidTimestamp once it has expired.
+ */
+export function parseToken(id: string, secrets: readonly string[], nowSeconds = Date.now() / 1000): { payload: TokenPayload; secret: string } {
+  if (id.length === 0 || id.length > MAX_TOKEN_LENGTH) throw new InvalidCredentials('malformed token');
+  const raw = unb64(id);
+  if (!raw || raw.length <= SIG_LEN) throw new InvalidCredentials('malformed token');
+  const body = raw.subarray(0, raw.length - SIG_LEN);
+  const sig = raw.subarray(raw.length - SIG_LEN);
+  const secret = secrets.find((s) => timingSafeEqual(createHmac('sha256', signingKey(s)).update(body).digest(), sig));
+  if (secret === undefined) throw new InvalidCredentials('token signature does not match');
+  let payload: unknown;
+  try {
+    payload = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new InvalidCredentials('malformed token payload');
+  }
+  if (!isPayload(payload)) throw new InvalidCredentials('malformed token payload');
+  if (payload.expires <= nowSeconds) throw new InvalidTimestamp('token expired');
+  return { payload, secret };
+}

@@ -1,0 +1,59 @@
+// The nodes store interface. Allocation rules live above it (rules.ts); every
+// write here is a single-record atomic operation guarded by the expected state.
+
+export interface NodeRecord {
+  service: string;
+  url: string;
+  capacity: number;
+  currentLoad: number;
+  /** Slots that may be handed out before capacity is released again. */
+  available: number;
+  downed: boolean;
+  backoff: boolean;
+}
+
+export interface NodePatch {
+  capacity?: number;
+  downed?: boolean;
+  backoff?: boolean;
+}
+
+export interface NodeStore {
+  /** false when (service, url) exists already. */
+  add(node: NodeRecord): Promise<boolean>;
+  get(service: string, url: string): Promise<NodeRecord | null>;
+  /** Every node of one application, or of all when service is undefined; ordered by service, url. */
+  list(service?: string): Promise<NodeRecord[]>;
+  /** null when there is no such node. */
+  update(service: string, url: string, patch: NodePatch): Promise<NodeRecord | null>;
+  /** The removed node, or null when there was none. */
+  remove(service: string, url: string): Promise<NodeRecord | null>;
+  /**
+   * Up to `limit` eligible nodes (available > 0, currentLoad < capacity, not
+   * downed, no backoff), lowest currentLoad/capacity first. Served by an index,
+   * so its cost does not grow with the number of nodes.
+   */
+  candidates(service: string, limit: number): Promise<NodeRecord[]>;
+  /** Atomically counts one user on the node if it is still eligible; the updated node or null. */
+  claim(service: string, url: string): Promise<NodeRecord | null>;
+  /**
+   * Sets `available` if the node still has the given load and available
+   * (compare-and-set); false when it changed meanwhile.
+   */
+  setAvailable(node: NodeRecord, available: number): Promise<boolean>;
+  /** Nodes of `service` that are up but have no slots left (candidates for release). */
+  exhausted(service: string): Promise<NodeRecord[]>;
+  /** Reachability check for health endpoints. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Opens the store STORE_URL names: `sqlite:<path>` or `mongodb://…`. */
+export async function openNodeStore(storeUrl: string): Promise<NodeStore> {
+  if (storeUrl.startsWith('sqlite:')) {
+    const { SqliteNodeStore } = await import('./store-sqlite.js');
+    return SqliteNodeStore.open(storeUrl.slice('sqlite:'.length));
+  }
+  const { MongoNodeStore } = await import('./store-mongo.js');
+  return MongoNodeStore.open(storeUrl);
+}
