@@ -1,0 +1,182 @@
+// The UserStore contract: one suite every implementation (SQLite, MongoDB)
+// must pass. A store file's test calls userStoreContract() with an opener that
+// returns a fresh, empty store per test, or null when its backend is missing
+// (then each test is skipped with the reason printed).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { UserRecord, UserStore } from './store.js';
+
+export type StoreOpener<S> = () => Promise<S | null>;
+
+/** Registers `title` as a test that gets a fresh store and closes it afterwards. */
+export function storeTest<S extends { close(): Promise<void> }>(
+  name: string,
+  open: StoreOpener<S>,
+  skipReason: (() => string | undefined) | undefined,
+  title: string,
+  fn: (store: S) => Promise<void>,
+): void {
+  test(`${name}: ${title}`, async (t) => {
+    const store = await open();
+    if (!store) {
+      t.skip(skipReason?.() ?? `${name} store is not available`);
+      return;
+    }
+    try {
+      await fn(store);
+    } finally {
+      await store.close();
+    }
+  });
+}
+
+export function sampleUser(overrides: Partial<UserRecord> = {}): UserRecord {
+  return {
+    service: 'sync',
+    email: 'alice@example.com',
+    uid: 1,
+    node: '',
+    generation: 0,
+    clientState: '',
+    seenClientStates: [],
+    replaced: [],
+    createdAt: 1_700_000_000_000,
+    version: 1,
+    ...overrides,
+  };
+}
+
+export function userStoreContract(name: string, open: StoreOpener<UserStore>, skipReason?: () => string | undefined): void {
+  const it = (title: string, fn: (store: UserStore) => Promise<void>) => storeTest(name, open, skipReason, title, fn);
+
+  it('get on an empty store is null', async (store) => {
+    assert.equal(await store.get('sync', 'nobody@example.com'), null);
+  });
+
+  it('ping answers', async (store) => {
+    await store.ping();
+  });
+
+  it('insert then get returns the record field for field', async (store) => {
+    const rec = sampleUser({
+      uid: 42,
+      node: 'https://node1.example.com',
+      generation: Number.MAX_SAFE_INTEGER,
+      clientState: 'bbbb',
+      seenClientStates: ['aaaa', 'a.b_c-d'],
+      replaced: [{ uid: 7, node: 'https://node0.example.com', replacedAt: 1_700_000_000_123 }],
+      version: 3,
+    });
+    assert.equal(await store.insert(rec), true);
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), rec);
+  });
+
+  it('insert of an existing (service, email) is refused and keeps the first record', async (store) => {
+    const first = sampleUser({ uid: 1 });
+    assert.equal(await store.insert(first), true);
+    assert.equal(await store.insert(sampleUser({ uid: 2, generation: 9 })), false);
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), first);
+  });
+
+  it('records are keyed by service and email: same email in another service is another user', async (store) => {
+    assert.equal(await store.insert(sampleUser({ uid: 1 })), true);
+    assert.equal(await store.insert(sampleUser({ service: 'notes', uid: 2 })), true);
+    assert.equal(await store.insert(sampleUser({ email: 'bob@example.com', uid: 3 })), true);
+    assert.equal((await store.get('sync', 'alice@example.com'))?.uid, 1);
+    assert.equal((await store.get('notes', 'alice@example.com'))?.uid, 2);
+    assert.equal((await store.get('sync', 'bob@example.com'))?.uid, 3);
+    assert.equal(await store.get('notes', 'bob@example.com'), null);
+  });
+
+  it('replace writes when the version matches', async (store) => {
+    const rec = sampleUser({ version: 1 });
+    await store.insert(rec);
+    const next = { ...rec, generation: 5, clientState: 'cccc', seenClientStates: [''], node: 'https://n.example', version: 2 };
+    assert.equal(await store.replace(next, 1), true);
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), next);
+  });
+
+  it('replace with a stale version is refused and changes nothing', async (store) => {
+    const rec = sampleUser({ version: 4 });
+    await store.insert(rec);
+    assert.equal(await store.replace({ ...rec, generation: 9, version: 4 }, 3), false);
+    assert.equal(await store.replace({ ...rec, generation: 9, version: 6 }, 5), false);
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), rec);
+  });
+
+  it('replace of a missing record is refused and creates nothing', async (store) => {
+    assert.equal(await store.replace(sampleUser({ version: 2 }), 1), false);
+    assert.equal(await store.get('sync', 'alice@example.com'), null);
+  });
+
+  it('nextUid is positive and strictly increasing', async (store) => {
+    const a = await store.nextUid();
+    const b = await store.nextUid();
+    const c = await store.nextUid();
+    assert.ok(Number.isSafeInteger(a) && a > 0, `uid ${a}`);
+    assert.ok(b > a && c > b, `${a} ${b} ${c}`);
+  });
+
+  it('nextUid is unique under 50 parallel calls', async (store) => {
+    const uids = await Promise.all(Array.from({ length: 50 }, () => store.nextUid()));
+    assert.equal(new Set(uids).size, 50);
+    const after = await store.nextUid();
+    assert.ok(uids.every((u) => u < after), 'a later uid is above every earlier one');
+  });
+
+  it('50 parallel inserts of one key: exactly one succeeds and its record is stored', async (store) => {
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => store.insert(sampleUser({ uid: 100 + i }))),
+    );
+    assert.equal(results.filter(Boolean).length, 1);
+    const winner = 100 + results.indexOf(true);
+    assert.equal((await store.get('sync', 'alice@example.com'))?.uid, winner);
+  });
+
+  it('parallel replaces from the same version: exactly one wins and its record is stored', async (store) => {
+    const rec = sampleUser({ version: 1 });
+    await store.insert(rec);
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => store.replace({ ...rec, generation: i + 1, version: 2 }, 1)),
+    );
+    assert.equal(results.filter(Boolean).length, 1);
+    const stored = await store.get('sync', 'alice@example.com');
+    assert.equal(stored?.generation, results.indexOf(true) + 1);
+    assert.equal(stored?.version, 2);
+  });
+
+  it('unassignNode clears the node of matching users only, bumps their version and counts them', async (store) => {
+    const nodeA = 'https://a.example.com';
+    const nodeB = 'https://b.example.com';
+    await store.insert(sampleUser({ email: 'u1@example.com', uid: 1, node: nodeA, version: 1 }));
+    await store.insert(sampleUser({ email: 'u2@example.com', uid: 2, node: nodeA, version: 5 }));
+    await store.insert(sampleUser({ email: 'u3@example.com', uid: 3, node: nodeB, version: 1 }));
+    await store.insert(sampleUser({ service: 'notes', email: 'u4@example.com', uid: 4, node: nodeA, version: 1 }));
+    await store.insert(sampleUser({ email: 'u5@example.com', uid: 5, node: '', version: 1 }));
+
+    assert.equal(await store.unassignNode('sync', nodeA), 2);
+
+    const u1 = await store.get('sync', 'u1@example.com');
+    const u2 = await store.get('sync', 'u2@example.com');
+    assert.equal(u1?.node, '');
+    assert.equal(u1?.version, 2);
+    assert.equal(u1?.uid, 1, 'the uid stays');
+    assert.equal(u2?.node, '');
+    assert.equal(u2?.version, 6);
+    assert.deepEqual(await store.get('sync', 'u3@example.com'), sampleUser({ email: 'u3@example.com', uid: 3, node: nodeB }));
+    assert.equal((await store.get('notes', 'u4@example.com'))?.node, nodeA, 'other services keep their node');
+    assert.equal((await store.get('sync', 'u5@example.com'))?.version, 1);
+
+    assert.equal(await store.unassignNode('sync', nodeA), 0, 'nothing left on that node');
+  });
+
+  it('a replace prepared before unassignNode loses (unassignNode bumped the version)', async (store) => {
+    const rec = sampleUser({ node: 'https://a.example.com', version: 1 });
+    await store.insert(rec);
+    assert.equal(await store.unassignNode('sync', 'https://a.example.com'), 1);
+    assert.equal(await store.replace({ ...rec, generation: 3, version: 2 }, 1), false);
+    const stored = await store.get('sync', 'alice@example.com');
+    assert.equal(stored?.node, '');
+    assert.equal(stored?.generation, 0);
+  });
+}
