@@ -1,0 +1,40 @@
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { SqliteUserStore } from './store-sqlite.js';
+import { openUserStore } from './store.js';
+import { sampleUser, userStoreContract } from './store.contract.js';
+
+const root = mkdtempSync(path.join(tmpdir(), 'users-sqlite-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+const freshFile = () => path.join(root, String(++n), 'users.db');
+
+userStoreContract('sqlite', async () => SqliteUserStore.open(freshFile()));
+
+test('sqlite: openUserStore(sqlite:<path>) creates parent folders and keeps data across reopen', async () => {
+  const file = freshFile();
+  const store = await openUserStore(`sqlite:${file}`);
+  assert.ok(existsSync(file));
+  await store.insert(sampleUser({ uid: 5 }));
+  const uid = await store.nextUid();
+  await store.close();
+  const again = await openUserStore(`sqlite:${file}`);
+  assert.equal((await again.get('sync', 'alice@example.com'))?.uid, 5);
+  assert.ok((await again.nextUid()) > uid, 'the uid counter survives a restart');
+  await again.close();
+});
+
+test('sqlite: two connections on one file see each other and never share a uid', async () => {
+  const file = freshFile();
+  const a = SqliteUserStore.open(file);
+  const b = SqliteUserStore.open(file);
+  const uids = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).nextUid()));
+  assert.equal(new Set(uids).size, 20);
+  assert.equal(await a.insert(sampleUser()), true);
+  assert.equal(await b.insert(sampleUser({ uid: 2 })), false);
+  await a.close();
+  await b.close();
+});

@@ -1,0 +1,143 @@
+// UserStore on SQLite (better-sqlite3). Every method is one statement, so each
+// write is atomic even when several processes share the file. The file may
+// also hold the nodes store, hence the `dir_` table prefix.
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { ReplacedUser, UserRecord, UserStore } from './store.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS dir_users (
+  service TEXT NOT NULL,
+  email TEXT NOT NULL,
+  uid INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  client_state TEXT NOT NULL,
+  seen_client_states TEXT NOT NULL,
+  replaced TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  PRIMARY KEY (service, email)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS dir_users_node ON dir_users (service, node);
+CREATE TABLE IF NOT EXISTS dir_counters (
+  name TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO dir_counters (name, value) VALUES ('uid', 0);
+`;
+
+interface UserRow {
+  service: string;
+  email: string;
+  uid: number;
+  node: string;
+  generation: number;
+  client_state: string;
+  seen_client_states: string;
+  replaced: string;
+  created_at: number;
+  version: number;
+}
+
+function toRow(r: UserRecord): UserRow {
+  return {
+    service: r.service,
+    email: r.email,
+    uid: r.uid,
+    node: r.node,
+    generation: r.generation,
+    client_state: r.clientState,
+    seen_client_states: JSON.stringify(r.seenClientStates),
+    replaced: JSON.stringify(r.replaced),
+    created_at: r.createdAt,
+    version: r.version,
+  };
+}
+
+function fromRow(row: UserRow): UserRecord {
+  return {
+    service: row.service,
+    email: row.email,
+    uid: row.uid,
+    node: row.node,
+    generation: row.generation,
+    clientState: row.client_state,
+    seenClientStates: JSON.parse(row.seen_client_states) as string[],
+    replaced: JSON.parse(row.replaced) as ReplacedUser[],
+    createdAt: row.created_at,
+    version: row.version,
+  };
+}
+
+/** Opens (creating folders and schema as needed) a SQLite database shared by the stores. */
+export function openSqlite(file: string, schema: string): Database.Database {
+  if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const db = new Database(file);
+  // Another process (or the other store) may hold the write lock for a moment.
+  db.pragma('busy_timeout = 5000');
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(schema);
+  return db;
+}
+
+export class SqliteUserStore implements UserStore {
+  private readonly stmts;
+
+  private constructor(private readonly db: Database.Database) {
+    this.stmts = {
+      get: db.prepare<[string, string], UserRow>('SELECT * FROM dir_users WHERE service = ? AND email = ?'),
+      insert: db.prepare<[UserRow]>(
+        `INSERT INTO dir_users (service, email, uid, node, generation, client_state, seen_client_states, replaced, created_at, version)
+         VALUES (@service, @email, @uid, @node, @generation, @client_state, @seen_client_states, @replaced, @created_at, @version)
+         ON CONFLICT (service, email) DO NOTHING`,
+      ),
+      replace: db.prepare<[UserRow & { expected: number }]>(
+        `UPDATE dir_users SET uid = @uid, node = @node, generation = @generation, client_state = @client_state,
+           seen_client_states = @seen_client_states, replaced = @replaced, created_at = @created_at, version = @version
+         WHERE service = @service AND email = @email AND version = @expected`,
+      ),
+      nextUid: db.prepare<[], { value: number }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value"),
+      unassign: db.prepare<[string, string]>("UPDATE dir_users SET node = '', version = version + 1 WHERE service = ? AND node = ?"),
+      ping: db.prepare('SELECT 1'),
+    };
+  }
+
+  /** `file` is a path (parent folders are created) or `:memory:`. */
+  static open(file: string): SqliteUserStore {
+    return new SqliteUserStore(openSqlite(file, SCHEMA));
+  }
+
+  async get(service: string, email: string): Promise<UserRecord | null> {
+    const row = this.stmts.get.get(service, email);
+    return row ? fromRow(row) : null;
+  }
+
+  async insert(record: UserRecord): Promise<boolean> {
+    return this.stmts.insert.run(toRow(record)).changes === 1;
+  }
+
+  async replace(record: UserRecord, expectedVersion: number): Promise<boolean> {
+    return this.stmts.replace.run({ ...toRow(record), expected: expectedVersion }).changes === 1;
+  }
+
+  async nextUid(): Promise<number> {
+    return this.stmts.nextUid.get()!.value;
+  }
+
+  async unassignNode(service: string, node: string): Promise<number> {
+    // '' means "no node": clearing it would only bump versions.
+    if (node === '') return 0;
+    return this.stmts.unassign.run(service, node).changes;
+  }
+
+  async ping(): Promise<void> {
+    this.stmts.ping.get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}

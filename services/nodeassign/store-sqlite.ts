@@ -1,0 +1,163 @@
+// NodeStore on SQLite (better-sqlite3). Every method is one statement, so each
+// write is atomic even when several processes share the file. The file may
+// also hold the users store, hence the `na_` table prefix.
+import type Database from 'better-sqlite3';
+import { openSqlite } from '../directory/store-sqlite.js';
+import type { NodePatch, NodeRecord, NodeStore } from './store.js';
+
+// The eligibility test and load ratio appear verbatim in the partial
+// expression index and in the candidates query: SQLite only uses the index
+// when the query repeats them exactly.
+const ELIGIBLE = 'available > 0 AND current_load < capacity AND downed = 0 AND backoff = 0';
+const LOAD_RATIO = 'CAST(current_load AS REAL) / capacity';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS na_nodes (
+  service TEXT NOT NULL,
+  url TEXT NOT NULL,
+  capacity INTEGER NOT NULL,
+  current_load INTEGER NOT NULL,
+  available INTEGER NOT NULL,
+  downed INTEGER NOT NULL,
+  backoff INTEGER NOT NULL,
+  PRIMARY KEY (service, url)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS na_nodes_candidates ON na_nodes (service, (${LOAD_RATIO}), url) WHERE ${ELIGIBLE};
+CREATE INDEX IF NOT EXISTS na_nodes_exhausted ON na_nodes (service, url) WHERE available <= 0 AND downed = 0 AND backoff = 0;
+`;
+
+interface NodeRow {
+  service: string;
+  url: string;
+  capacity: number;
+  current_load: number;
+  available: number;
+  downed: number;
+  backoff: number;
+}
+
+function fromRow(row: NodeRow): NodeRecord {
+  return {
+    service: row.service,
+    url: row.url,
+    capacity: row.capacity,
+    currentLoad: row.current_load,
+    available: row.available,
+    downed: row.downed !== 0,
+    backoff: row.backoff !== 0,
+  };
+}
+
+const bit = (b: boolean | undefined) => (b === undefined ? null : b ? 1 : 0);
+
+export class SqliteNodeStore implements NodeStore {
+  private readonly stmts;
+
+  private constructor(private readonly db: Database.Database) {
+    this.stmts = {
+      add: db.prepare<[NodeRow]>(
+        `INSERT INTO na_nodes (service, url, capacity, current_load, available, downed, backoff)
+         VALUES (@service, @url, @capacity, @current_load, @available, @downed, @backoff)
+         ON CONFLICT (service, url) DO NOTHING`,
+      ),
+      get: db.prepare<[string, string], NodeRow>('SELECT * FROM na_nodes WHERE service = ? AND url = ?'),
+      listAll: db.prepare<[], NodeRow>('SELECT * FROM na_nodes ORDER BY service, url'),
+      listService: db.prepare<[string], NodeRow>('SELECT * FROM na_nodes WHERE service = ? ORDER BY url'),
+      update: db.prepare<[{ service: string; url: string; capacity: number | null; downed: number | null; backoff: number | null }], NodeRow>(
+        `UPDATE na_nodes SET capacity = coalesce(@capacity, capacity), downed = coalesce(@downed, downed),
+           backoff = coalesce(@backoff, backoff)
+         WHERE service = @service AND url = @url RETURNING *`,
+      ),
+      remove: db.prepare<[string, string], NodeRow>('DELETE FROM na_nodes WHERE service = ? AND url = ? RETURNING *'),
+      candidates: db.prepare<[string, number], NodeRow>(
+        `SELECT * FROM na_nodes WHERE service = ? AND ${ELIGIBLE} ORDER BY ${LOAD_RATIO}, url LIMIT ?`,
+      ),
+      claim: db.prepare<[string, string], NodeRow>(
+        `UPDATE na_nodes SET current_load = current_load + 1, available = available - 1
+         WHERE service = ? AND url = ? AND ${ELIGIBLE} RETURNING *`,
+      ),
+      setAvailable: db.prepare<[number, string, string, number, number]>(
+        'UPDATE na_nodes SET available = ? WHERE service = ? AND url = ? AND current_load = ? AND available = ?',
+      ),
+      exhausted: db.prepare<[string], NodeRow>(
+        'SELECT * FROM na_nodes WHERE service = ? AND available <= 0 AND downed = 0 AND backoff = 0 ORDER BY url',
+      ),
+      ping: db.prepare('SELECT 1'),
+    };
+  }
+
+  /** `file` is a path (parent folders are created) or `:memory:`. */
+  static open(file: string): SqliteNodeStore {
+    return new SqliteNodeStore(openSqlite(file, SCHEMA));
+  }
+
+  /** The query plan of `candidates`, so a test can check that the index serves it. */
+  candidatesPlan(): string[] {
+    const rows = this.db.prepare(`EXPLAIN QUERY PLAN ${this.stmts.candidates.source}`).all('sync', 1) as Array<{ detail: string }>;
+    return rows.map((r) => r.detail);
+  }
+
+  async add(node: NodeRecord): Promise<boolean> {
+    const row: NodeRow = {
+      service: node.service,
+      url: node.url,
+      capacity: node.capacity,
+      current_load: node.currentLoad,
+      available: node.available,
+      downed: bit(node.downed)!,
+      backoff: bit(node.backoff)!,
+    };
+    return this.stmts.add.run(row).changes === 1;
+  }
+
+  async get(service: string, url: string): Promise<NodeRecord | null> {
+    const row = this.stmts.get.get(service, url);
+    return row ? fromRow(row) : null;
+  }
+
+  async list(service?: string): Promise<NodeRecord[]> {
+    const rows = service === undefined ? this.stmts.listAll.all() : this.stmts.listService.all(service);
+    return rows.map(fromRow);
+  }
+
+  async update(service: string, url: string, patch: NodePatch): Promise<NodeRecord | null> {
+    const row = this.stmts.update.get({
+      service,
+      url,
+      capacity: patch.capacity ?? null,
+      downed: bit(patch.downed),
+      backoff: bit(patch.backoff),
+    });
+    return row ? fromRow(row) : null;
+  }
+
+  async remove(service: string, url: string): Promise<NodeRecord | null> {
+    const row = this.stmts.remove.get(service, url);
+    return row ? fromRow(row) : null;
+  }
+
+  async candidates(service: string, limit: number): Promise<NodeRecord[]> {
+    return this.stmts.candidates.all(service, limit).map(fromRow);
+  }
+
+  async claim(service: string, url: string): Promise<NodeRecord | null> {
+    const row = this.stmts.claim.get(service, url);
+    return row ? fromRow(row) : null;
+  }
+
+  async setAvailable(node: NodeRecord, available: number): Promise<boolean> {
+    return this.stmts.setAvailable.run(available, node.service, node.url, node.currentLoad, node.available).changes === 1;
+  }
+
+  async exhausted(service: string): Promise<NodeRecord[]> {
+    return this.stmts.exhausted.all(service).map(fromRow);
+  }
+
+  async ping(): Promise<void> {
+    this.stmts.ping.get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}
