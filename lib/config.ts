@@ -41,6 +41,9 @@ export const DEFAULTS = {
   UPSTREAM_CONNECT_TIMEOUT_MS: 2000,
   UPSTREAM_TIMEOUT_MS: 30_000,
   LOG_LEVEL: 'info',
+
+  // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
+  DEMO_APP_PORT: 8090,
 } as const;
 
 // ---- parsers: each names its variable in the error ----
@@ -307,5 +310,19 @@ export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } 
     hashBodyLimit: int(env, 'HASH_BODY_LIMIT', DEFAULTS.HASH_BODY_LIMIT, 1, 1 << 30),
     upstreamConnectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', DEFAULTS.UPSTREAM_CONNECT_TIMEOUT_MS, 10, 600_000),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULTS.UPSTREAM_TIMEOUT_MS, 10, 3_600_000),
+  };
+}
+
+// ---- demo application (services/demo-app) ----
+
+export interface DemoAppConfig {
+  port: number;
+  host: string;
+}
+
+export function demoAppConfig(env: Env): DemoAppConfig {
+  return {
+    port: port(env, 'DEMO_APP_PORT', DEFAULTS.DEMO_APP_PORT),
+    host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
   };
 }
