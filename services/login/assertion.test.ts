@@ -1,0 +1,338 @@
+import { test, describe, before } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  algorithmsForKey,
+  assertionClaims,
+  base64UrlDecode,
+  certificateClaims,
+  checkTimes,
+  createAssertionVerifier,
+  decodeJws,
+  LruCache,
+  parseAuthorization,
+  parseGeneration,
+  userPublicKey,
+  type AssertionVerifier,
+} from './assertion.js';
+import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
+import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../../lib/idp.js';
+
+const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
+const jws = (header: unknown, payload: unknown, sig = 'c2ln') => `${b64(header)}.${b64(payload)}.${sig}`;
+
+describe('parseAuthorization', () => {
+  test('splits scheme, certificate and assertion; scheme is case-insensitive', () => {
+    assert.deepEqual(parseAuthorization('Assertion a.b.c~d.e.f'), { scheme: 'Assertion', certificate: 'a.b.c', assertion: 'd.e.f' });
+    assert.equal(parseAuthorization('browserid x~y').scheme, 'BrowserID');
+    assert.equal(parseAuthorization('BrowserID x~y ').assertion, 'y');
+  });
+  test('missing, unparseable, unknown scheme or no credentials → Unauthorized', () => {
+    for (const h of [undefined, '', '   ', 'Assertion a~b c', '~~~', 'Bearer abc', 'Hawk id="x"', 'Assertion', 'Assertion   ']) {
+      assert.throws(() => parseAuthorization(h), Unauthorized, String(h));
+    }
+  });
+  test('wrong number of bundle parts or oversized credentials → InvalidCredentials', () => {
+    for (const h of ['Assertion abc', 'Assertion a~b~c', 'Assertion ~b', 'Assertion a~', `Assertion ${'a'.repeat(20_000)}~b`]) {
+      assert.throws(() => parseAuthorization(h), InvalidCredentials, h.slice(0, 40));
+    }
+  });
+});
+
+describe('base64UrlDecode', () => {
+  test('accepts canonical base64url only', () => {
+    assert.equal(base64UrlDecode('aGk')?.toString(), 'hi');
+    assert.equal(base64UrlDecode('')?.length, 0);
+    assert.equal(base64UrlDecode('aGk='), null, 'padding');
+    assert.equal(base64UrlDecode('a+/b'), null, 'standard alphabet');
+    assert.equal(base64UrlDecode('abcde'), null, 'impossible length');
+    assert.equal(base64UrlDecode('aGl'), null, 'non-canonical trailing bits');
+  });
+});
+
+describe('decodeJws', () => {
+  test('decodes header and payload of an accepted algorithm', () => {
+    const d = decodeJws(jws({ alg: 'ES256' }, { a: 1 }), 'certificate');
+    assert.equal(d.alg, 'ES256');
+    assert.deepEqual(d.payload, { a: 1 });
+  });
+  test('malformed structure → InvalidCredentials', () => {
+    const cases = [
+      'a.b',
+      'a.b.c.d',
+      `${b64({ alg: 'ES256' })}.${b64({})}.`,
+      `!!!.${b64({})}.c2ln`,
+      `${b64('{not json')}.${b64({})}.c2ln`,
+      `${b64([1])}.${b64({})}.c2ln`,
+      `${b64('null')}.${b64({})}.c2ln`,
+      `${b64({ alg: 'ES256' })}.${b64('[]')}.c2ln`,
+      `${b64({ alg: 'ES256' })}.${b64('"str"')}.c2ln`,
+      `${b64({ alg: 'ES256' })}.${b64({})}.c2l=`,
+    ];
+    for (const c of cases) assert.throws(() => decodeJws(c, 'certificate'), InvalidCredentials, c);
+  });
+  test('refuses alg none, HMAC, other or missing algorithms', () => {
+    for (const alg of ['none', 'HS256', 'RS512', 'PS256', 'ES384', 7, undefined]) {
+      assert.throws(() => decodeJws(jws({ alg }, {}), 'assertion'), InvalidCredentials, String(alg));
+    }
+  });
+});
+
+describe('algorithmsForKey', () => {
+  test('maps supported key types and refuses the rest', () => {
+    assert.deepEqual(algorithmsForKey({ kty: 'RSA' }), ['RS256']);
+    assert.deepEqual(algorithmsForKey({ kty: 'EC', crv: 'P-256' }), ['ES256']);
+    assert.deepEqual(algorithmsForKey({ kty: 'OKP', crv: 'Ed25519' }), ['EdDSA', 'Ed25519']);
+    assert.deepEqual(algorithmsForKey({ kty: 'EC', crv: 'P-384' }), []);
+    assert.deepEqual(algorithmsForKey({ kty: 'OKP', crv: 'X25519' }), []);
+    assert.deepEqual(algorithmsForKey({ kty: 'oct' }), []);
+  });
+});
+
+describe('userPublicKey', () => {
+  const x = 'A'.repeat(43);
+  test('keeps only the public members of a JWK', () => {
+    assert.deepEqual(userPublicKey({ kty: 'RSA', n: 'AQAB', e: 'AQAB', d: 'secret', kid: 'k' }), { kty: 'RSA', n: 'AQAB', e: 'AQAB' });
+    assert.deepEqual(userPublicKey({ kty: 'EC', crv: 'P-256', x, y: x, d: 'z' }), { kty: 'EC', crv: 'P-256', x, y: x });
+    assert.deepEqual(userPublicKey({ kty: 'OKP', crv: 'Ed25519', x }), { kty: 'OKP', crv: 'Ed25519', x });
+  });
+  test('converts the legacy decimal RS form', () => {
+    assert.deepEqual(userPublicKey({ algorithm: 'RS', n: '65537', e: '3' }), {
+      kty: 'RSA',
+      n: Buffer.from([1, 0, 1]).toString('base64url'),
+      e: Buffer.from([3]).toString('base64url'),
+    });
+    assert.deepEqual(userPublicKey({ algorithm: 'RS', n: '256', e: '65537' }).n, Buffer.from([1, 0]).toString('base64url'));
+  });
+  test('malformed keys → InvalidCredentials', () => {
+    const bad: unknown[] = [
+      undefined,
+      'key',
+      [],
+      {},
+      { algorithm: 'DS', y: '1', p: '2', q: '3', g: '4' },
+      { algorithm: 'RS', n: '0123', e: '3' },
+      { algorithm: 'RS', n: 12345, e: '3' },
+      { algorithm: 'RS', n: '12a', e: '3' },
+      { algorithm: 'RS', n: '1'.repeat(1300), e: '3' },
+      { algorithm: 'RS', n: '123', e: '-3' },
+      { algorithm: 'RS', n: '123', e: '12345678901' },
+      { kty: 'RSA', n: 'A'.repeat(700), e: 'AQAB' },
+      { kty: 'RSA', n: 'AQAB', e: 1 },
+      { kty: 'RSA', n: '', e: 'AQAB' },
+      { kty: 'RSA', n: 'a+b/', e: 'AQAB' },
+      { kty: 'EC', crv: 'P-384', x, y: x },
+      { kty: 'EC', crv: 'P-256', x },
+      { kty: 'OKP', crv: 'X25519', x },
+      { kty: 'oct', k: 'AAAA' },
+    ];
+    for (const k of bad) assert.throws(() => userPublicKey(k), InvalidCredentials, JSON.stringify(k)?.slice(0, 60));
+  });
+});
+
+describe('certificateClaims', () => {
+  const good = { iss: 'idp.example', iat: 1000, exp: 2000, principal: { email: 'a@b.example' }, 'public-key': { kty: 'OKP', crv: 'Ed25519', x: 'A'.repeat(43) } };
+  test('accepts well-typed claims; iat optional; generation passed through as sent', () => {
+    const c = certificateClaims({ ...good, 'fxa-generation': 'x' }, 'fxa-generation');
+    assert.equal(c.issuer, 'idp.example');
+    assert.equal(c.email, 'a@b.example');
+    assert.equal(c.expMs, 2000);
+    assert.equal(c.iatMs, 1000);
+    assert.equal(c.generation, 'x');
+    const { iat: _iat, ...noIat } = good;
+    assert.equal(certificateClaims(noIat, 'g').iatMs, undefined);
+    assert.equal(certificateClaims({ ...good, g: 4 }, 'g').generation, 4);
+  });
+  test('wrong claim types → InvalidCredentials', () => {
+    const bad: Array<Record<string, unknown>> = [
+      { iss: undefined },
+      { iss: 42 },
+      { iss: '' },
+      { principal: undefined },
+      { principal: 'a@b.example' },
+      { principal: null },
+      { principal: { email: 7 } },
+      { principal: { email: 'no-at-sign' } },
+      { principal: { email: 'a@b@c' } },
+      { principal: { email: 'a b@c.example' } },
+      { principal: { email: `${'a'.repeat(65)}@b.example` } },
+      { iat: '1000' },
+      { exp: undefined },
+      { exp: '2000' },
+      { exp: 2000.5 },
+      { exp: 1e300 },
+      { exp: -1 },
+      { exp: null },
+      { 'public-key': undefined },
+    ];
+    for (const patch of bad) assert.throws(() => certificateClaims({ ...good, ...patch }, 'g'), InvalidCredentials, JSON.stringify(patch));
+  });
+});
+
+describe('assertionClaims', () => {
+  test('accepts one of the audiences', () => {
+    assert.deepEqual(assertionClaims({ aud: 'https://a', exp: 5 }, ['https://b', 'https://a']), { audience: 'https://a', expMs: 5 });
+  });
+  test('wrong or missing aud, bad exp → InvalidCredentials', () => {
+    for (const p of [{ exp: 5 }, { aud: ['https://a'], exp: 5 }, { aud: 'https://c', exp: 5 }, { aud: 'https://a' }, { aud: 'https://a', exp: 'soon' }]) {
+      assert.throws(() => assertionClaims(p, ['https://a']), InvalidCredentials, JSON.stringify(p));
+    }
+  });
+});
+
+describe('checkTimes', () => {
+  test('within the skew passes; beyond it → InvalidTimestamp', () => {
+    checkTimes({ expMs: 1000 }, 1500, 600, 'x');
+    checkTimes({ expMs: 5000, iatMs: 2000 }, 1500, 600, 'x');
+    assert.throws(() => checkTimes({ expMs: 1000 }, 1601, 600, 'x'), InvalidTimestamp);
+    assert.throws(() => checkTimes({ expMs: 5000, iatMs: 2200 }, 1500, 600, 'x'), InvalidTimestamp);
+  });
+});
+
+describe('parseGeneration', () => {
+  test('absent → undefined, non-negative integers pass', () => {
+    assert.equal(parseGeneration(undefined), undefined);
+    assert.equal(parseGeneration(0), 0);
+    assert.equal(parseGeneration(1_700_000_000_000), 1_700_000_000_000);
+  });
+  test('anything else present → InvalidGeneration', () => {
+    for (const g of [-1, 1.5, '3', null, true, 2 ** 53, Number.NaN, {}]) assert.throws(() => parseGeneration(g), InvalidGeneration, String(g));
+  });
+});
+
+describe('LruCache', () => {
+  test('evicts the least recently used entry', () => {
+    const c = new LruCache<number>(2);
+    c.set('a', 1);
+    c.set('b', 2);
+    assert.equal(c.get('a'), 1);
+    c.set('c', 3);
+    assert.equal(c.get('b'), undefined);
+    assert.equal(c.get('a'), 1);
+    assert.equal(c.get('c'), 3);
+    c.set('c', 4);
+    assert.equal(c.size, 2);
+    c.delete('a');
+    assert.equal(c.size, 1);
+  });
+});
+
+describe('createAssertionVerifier', () => {
+  const NOW = 1_800_000_000_000;
+  const AUD = 'https://token.example';
+  let rsIssuer: KeyPair, esIssuer: KeyPair, edIssuer: KeyPair, rogue: KeyPair, rsUser: KeyPair, esUser: KeyPair, edUser: KeyPair;
+  let verifier: AssertionVerifier;
+
+  before(async () => {
+    [rsIssuer, esIssuer, edIssuer, rogue, rsUser, esUser, edUser] = await Promise.all([
+      generateKey('RS256'),
+      generateKey('ES256'),
+      generateKey('EdDSA'),
+      generateKey('ES256'),
+      generateKey('RS256'),
+      generateKey('ES256'),
+      generateKey('EdDSA'),
+    ]);
+    verifier = await createAssertionVerifier({
+      trustedIssuers: new Map([
+        ['rs.example', [rsIssuer.publicJwk]],
+        ['multi.example', [edIssuer.publicJwk, esIssuer.publicJwk]],
+      ]),
+      audiences: [AUD],
+      skewSeconds: 60,
+      generationClaim: 'fxa-generation',
+    });
+  });
+
+  async function header(o: { issuerKey?: KeyPair; issuer?: string; user?: KeyPair; publicKey?: unknown; signer?: KeyPair; generation?: number; certExp?: number; aud?: string; exp?: number; scheme?: string }) {
+    const user = o.user ?? esUser;
+    const cert = await signCertificate(o.issuerKey ?? rsIssuer, {
+      issuer: o.issuer ?? 'rs.example',
+      email: 'alice@example.com',
+      publicKey: (o.publicKey ?? user.publicJwk) as KeyPair['publicJwk'],
+      generation: o.generation,
+      iatMs: NOW - 1000,
+      expMs: o.certExp ?? NOW + 3_600_000,
+    });
+    const assertion = await signAssertion(o.signer ?? user, { audience: o.aud ?? AUD, expMs: o.exp ?? NOW + 60_000 });
+    return `${o.scheme ?? 'Assertion'} ${bundle(cert, assertion)}`;
+  }
+
+  test('RS256, ES256 and EdDSA certificates and assertions verify', async () => {
+    const a = await verifier.verify(await header({ user: esUser }), NOW);
+    assert.deepEqual(a, { email: 'alice@example.com', issuer: 'rs.example' });
+    assert.equal((await verifier.verify(await header({ issuerKey: esIssuer, issuer: 'multi.example', user: rsUser }), NOW)).email, 'alice@example.com');
+    assert.equal((await verifier.verify(await header({ issuerKey: edIssuer, issuer: 'multi.example', user: edUser, scheme: 'BrowserID' }), NOW)).issuer, 'multi.example');
+  });
+
+  test('legacy BrowserID RS public-key form verifies', async () => {
+    const h = await header({ user: rsUser, publicKey: legacyRsaPublicKey(rsUser.publicJwk) });
+    assert.equal((await verifier.verify(h, NOW)).email, 'alice@example.com');
+  });
+
+  test('generation claim: returned when valid, InvalidGeneration otherwise', async () => {
+    assert.equal((await verifier.verify(await header({ generation: 12 }), NOW)).generation, 12);
+    const cert = await signJws(rsIssuer, {
+      iss: 'rs.example',
+      exp: NOW + 1000,
+      principal: { email: 'a@b.example' },
+      'public-key': esUser.publicJwk,
+      'fxa-generation': -3,
+    });
+    const h = `Assertion ${bundle(cert, await signAssertion(esUser, { audience: AUD, expMs: NOW + 1000 }))}`;
+    await assert.rejects(verifier.verify(h, NOW), InvalidGeneration);
+  });
+
+  test('untrusted issuer, wrong issuer key, wrong signer, wrong audience → InvalidCredentials', async () => {
+    await assert.rejects(verifier.verify(await header({ issuer: 'evil.example' }), NOW), InvalidCredentials);
+    await assert.rejects(verifier.verify(await header({ issuerKey: rogue }), NOW), InvalidCredentials);
+    await assert.rejects(verifier.verify(await header({ issuerKey: rogue, issuer: 'multi.example' }), NOW), InvalidCredentials);
+    await assert.rejects(verifier.verify(await header({ signer: rogue }), NOW), InvalidCredentials);
+    await assert.rejects(verifier.verify(await header({ user: esUser, signer: rsUser }), NOW), InvalidCredentials, 'algorithm of another key type');
+    await assert.rejects(verifier.verify(await header({ aud: 'https://other.example' }), NOW), InvalidCredentials);
+  });
+
+  test('a certificate signed with alg none or a tampered payload → InvalidCredentials', async () => {
+    const h = await header({});
+    const [cert, assertion] = h.slice('Assertion '.length).split('~');
+    const [head, , sig] = cert.split('.');
+    const forged = `${head}.${b64({ iss: 'rs.example', exp: NOW + 1000, principal: { email: 'mallory@example.com' }, 'public-key': esUser.publicJwk })}.${sig}`;
+    await assert.rejects(verifier.verify(`Assertion ${forged}~${assertion}`, NOW), InvalidCredentials);
+    const none = `${b64({ alg: 'none' })}.${cert.split('.')[1]}.`;
+    await assert.rejects(verifier.verify(`Assertion ${none}~${assertion}`, NOW), InvalidCredentials);
+  });
+
+  test('an unusable certified key → InvalidCredentials', async () => {
+    // A valid-looking but 1024-bit RSA modulus: jose refuses keys under 2048 bits.
+    const h = await header({ publicKey: { kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' } });
+    await assert.rejects(verifier.verify(h, NOW), InvalidCredentials);
+  });
+
+  test('expired certificate or assertion beyond the skew → InvalidTimestamp; within it passes', async () => {
+    await assert.rejects(verifier.verify(await header({ certExp: NOW - 61_000 }), NOW), InvalidTimestamp);
+    await assert.rejects(verifier.verify(await header({ exp: NOW - 61_000 }), NOW), InvalidTimestamp);
+    assert.equal((await verifier.verify(await header({ exp: NOW - 59_000 }), NOW)).email, 'alice@example.com');
+  });
+
+  test('a verified certificate is cached, and its expiry is still checked on every use', async () => {
+    const v = await createAssertionVerifier({ trustedIssuers: new Map([['rs.example', [rsIssuer.publicJwk]]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
+    const cert = await signCertificate(rsIssuer, { issuer: 'rs.example', email: 'bob@example.com', publicKey: esUser.publicJwk, iatMs: NOW, expMs: NOW + 10_000 });
+    const withAssertion = async (expMs: number) => `Assertion ${bundle(cert, await signAssertion(esUser, { audience: AUD, expMs }))}`;
+    await v.verify(await withAssertion(NOW + 60_000), NOW);
+    await v.verify(await withAssertion(NOW + 60_001), NOW + 1);
+    assert.equal(v.cachedCertificates, 1);
+    await assert.rejects(v.verify(await withAssertion(NOW + 60_000), NOW + 10_001), InvalidTimestamp);
+    assert.equal(v.cachedCertificates, 0, 'an expired certificate leaves the cache');
+    // A cached certificate does not vouch for an assertion signed by another key.
+    await v.verify(await withAssertion(NOW + 60_000), NOW);
+    const forged = `Assertion ${bundle(cert, await signAssertion(rogue, { audience: AUD, expMs: NOW + 60_000 }))}`;
+    await assert.rejects(v.verify(forged, NOW), InvalidCredentials);
+  });
+
+  test('unsupported or broken trusted issuer keys stop the service at start', async () => {
+    const make = (jwk: Record<string, unknown>) =>
+      createAssertionVerifier({ trustedIssuers: new Map([['x', [jwk as KeyPair['publicJwk']]]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
+    await assert.rejects(make({ kty: 'oct', k: 'AAAA' }), ConfigError);
+    await assert.rejects(make({ kty: 'EC', crv: 'P-256', x: 'AA', y: 'AA' }), ConfigError);
+    await assert.rejects(make({ ...esIssuer.publicJwk, alg: 'RS256' }), ConfigError);
+  });
+});

@@ -1,0 +1,353 @@
+// Local verification of BrowserID-style assertions (DESIGN §4):
+// `Authorization: Assertion <certificate>~<assertion>`, both compact JWS.
+// The certificate is signed by a trusted issuer key and names the user's
+// public key; the assertion is signed by that key for one of our audiences.
+// No network call is ever made. The checks are pure functions below; the
+// verifier at the end only adds the signature checks (jose) and a cache.
+import { compactVerify, importJWK, type CryptoKey, type KeyObject } from 'jose';
+import { createHash } from 'node:crypto';
+import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
+import type { JsonWebKeyLike, TrustedIssuers } from '../../lib/config.js';
+
+export const SCHEMES = ['Assertion', 'BrowserID'] as const;
+export const ALGORITHMS = ['RS256', 'ES256', 'EdDSA', 'Ed25519'] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
+
+/** Larger credentials are refused before any decoding. */
+export const MAX_CREDENTIALS_LENGTH = 16_384;
+/** RSA moduli above 4096 bits are refused (cost), below 2048 by jose. */
+const MAX_RSA_MODULUS_B64 = 683;
+const MAX_RSA_MODULUS_DECIMAL = 1234;
+
+type Key = CryptoKey | KeyObject;
+
+// ---- pure core ----
+
+/** Splits the Authorization header into the certificate and the assertion. */
+export function parseAuthorization(header: string | undefined): { scheme: string; certificate: string; assertion: string } {
+  if (header === undefined || header.trim() === '') throw new Unauthorized('missing Authorization header');
+  const m = /^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)(?:[ \t]+(\S*))?[ \t]*$/.exec(header);
+  if (!m) throw new Unauthorized('unparseable Authorization header');
+  const scheme = SCHEMES.find((s) => s.toLowerCase() === m[1].toLowerCase());
+  if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${SCHEMES.join(' or ')}`);
+  const credentials = m[2] ?? '';
+  if (credentials === '') throw new Unauthorized('missing assertion');
+  if (credentials.length > MAX_CREDENTIALS_LENGTH) throw new InvalidCredentials('assertion too large');
+  const parts = credentials.split('~');
+  if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
+    throw new InvalidCredentials('expected <certificate>~<assertion>');
+  }
+  return { scheme, certificate: parts[0], assertion: parts[1] };
+}
+
+/** Strict base64url without padding; null when it is not. */
+export function base64UrlDecode(s: string): Buffer | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(s) || s.length % 4 === 1) return null;
+  const buf = Buffer.from(s, 'base64url');
+  // Non-canonical trailing bits would give one signature several spellings.
+  return buf.toString('base64url') === s ? buf : null;
+}
+
+function jsonObject(segment: string, what: string): Record<string, unknown> {
+  const bytes = base64UrlDecode(segment);
+  if (!bytes) throw new InvalidCredentials(`${what} is not base64url`);
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new InvalidCredentials(`${what} is not JSON`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidCredentials(`${what} is not a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+export interface DecodedJws {
+  alg: Algorithm;
+  header: Record<string, unknown>;
+  payload: Record<string, unknown>;
+}
+
+/** Decodes (without verifying) a compact JWS whose algorithm we accept. */
+export function decodeJws(compact: string, what: string): DecodedJws {
+  const segments = compact.split('.');
+  if (segments.length !== 3 || segments[2] === '') throw new InvalidCredentials(`${what} is not a compact JWS`);
+  const header = jsonObject(segments[0], `${what} header`);
+  const payload = jsonObject(segments[1], `${what} payload`);
+  if (!base64UrlDecode(segments[2])) throw new InvalidCredentials(`${what} signature is not base64url`);
+  const alg = header.alg;
+  if (typeof alg !== 'string' || !(ALGORITHMS as readonly string[]).includes(alg)) {
+    throw new InvalidCredentials(`${what} algorithm must be one of ${ALGORITHMS.join(', ')}`);
+  }
+  return { alg: alg as Algorithm, header, payload };
+}
+
+/** The algorithms a public key can verify; empty when we support none. */
+export function algorithmsForKey(jwk: JsonWebKeyLike): Algorithm[] {
+  if (jwk.kty === 'RSA') return ['RS256'];
+  if (jwk.kty === 'EC' && jwk.crv === 'P-256') return ['ES256'];
+  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA', 'Ed25519'];
+  return [];
+}
+
+function b64Member(o: Record<string, unknown>, name: string, maxLength: number): string {
+  const v = o[name];
+  if (typeof v !== 'string' || v.length === 0 || v.length > maxLength || !base64UrlDecode(v)) {
+    throw new InvalidCredentials(`certificate public-key "${name}" is not valid`);
+  }
+  return v;
+}
+
+function decimalToBase64Url(decimal: string): string {
+  let hex = BigInt(decimal).toString(16);
+  if (hex.length % 2) hex = `0${hex}`;
+  return Buffer.from(hex, 'hex').toString('base64url');
+}
+
+/**
+ * The user's public key from a certificate as a public-only JWK: a JWK
+ * (private members dropped) or BrowserID's legacy decimal RS form.
+ */
+export function userPublicKey(value: unknown): JsonWebKeyLike {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidCredentials('certificate public-key must be an object');
+  const o = value as Record<string, unknown>;
+  if (o.kty === undefined && o.algorithm !== undefined) {
+    if (o.algorithm !== 'RS') throw new InvalidCredentials('certificate public-key algorithm must be RS');
+    const { n, e } = o;
+    if (typeof n !== 'string' || !new RegExp(`^[1-9][0-9]{0,${MAX_RSA_MODULUS_DECIMAL - 1}}$`).test(n)) {
+      throw new InvalidCredentials('certificate public-key "n" must be a decimal string');
+    }
+    if (typeof e !== 'string' || !/^[1-9][0-9]{0,9}$/.test(e)) throw new InvalidCredentials('certificate public-key "e" must be a decimal string');
+    return { kty: 'RSA', n: decimalToBase64Url(n), e: decimalToBase64Url(e) };
+  }
+  switch (o.kty) {
+    case 'RSA':
+      return { kty: 'RSA', n: b64Member(o, 'n', MAX_RSA_MODULUS_B64), e: b64Member(o, 'e', 8) };
+    case 'EC':
+      if (o.crv !== 'P-256') throw new InvalidCredentials('certificate public-key curve must be P-256');
+      return { kty: 'EC', crv: 'P-256', x: b64Member(o, 'x', 43), y: b64Member(o, 'y', 43) };
+    case 'OKP':
+      if (o.crv !== 'Ed25519') throw new InvalidCredentials('certificate public-key curve must be Ed25519');
+      return { kty: 'OKP', crv: 'Ed25519', x: b64Member(o, 'x', 43) };
+    default:
+      throw new InvalidCredentials('certificate public-key type must be RSA, EC or OKP');
+  }
+}
+
+function timeClaim(payload: Record<string, unknown>, name: string, what: string, required: boolean): number | undefined {
+  const v = payload[name];
+  if (v === undefined && !required) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw new InvalidCredentials(`${what} "${name}" must be a time in ms since epoch`);
+  }
+  return v;
+}
+
+const EMAIL = /^[^\s@\x00-\x1f\x7f]{1,64}@[^\s@\x00-\x1f\x7f]{1,255}$/;
+
+export interface CertificateClaims {
+  issuer: string;
+  email: string;
+  iatMs?: number;
+  expMs: number;
+  publicKey: JsonWebKeyLike;
+  /** The generation claim as sent (undefined when absent); checked by parseGeneration. */
+  generation: unknown;
+}
+
+/** Checks the certificate claims' shapes (not their times). */
+export function certificateClaims(payload: Record<string, unknown>, generationClaim: string): CertificateClaims {
+  const issuer = payload.iss;
+  if (typeof issuer !== 'string' || issuer === '') throw new InvalidCredentials('certificate "iss" must be a string');
+  const principal = payload.principal;
+  const email = typeof principal === 'object' && principal !== null ? (principal as Record<string, unknown>).email : undefined;
+  if (typeof email !== 'string' || !EMAIL.test(email)) throw new InvalidCredentials('certificate "principal.email" must be an email address');
+  return {
+    issuer,
+    email,
+    iatMs: timeClaim(payload, 'iat', 'certificate', false),
+    expMs: timeClaim(payload, 'exp', 'certificate', true)!,
+    publicKey: userPublicKey(payload['public-key']),
+    generation: payload[generationClaim],
+  };
+}
+
+/** Checks the assertion claims: `aud` one of ours, `exp` a time. */
+export function assertionClaims(payload: Record<string, unknown>, audiences: readonly string[]): { audience: string; expMs: number } {
+  const audience = payload.aud;
+  if (typeof audience !== 'string') throw new InvalidCredentials('assertion "aud" must be a string');
+  if (!audiences.includes(audience)) throw new InvalidCredentials('assertion audience is not accepted here');
+  return { audience, expMs: timeClaim(payload, 'exp', 'assertion', true)! };
+}
+
+/** Expired beyond the skew, or issued beyond the skew in the future → InvalidTimestamp. */
+export function checkTimes(t: { expMs: number; iatMs?: number }, nowMs: number, skewMs: number, what: string): void {
+  if (t.expMs + skewMs < nowMs) throw new InvalidTimestamp(`${what} has expired`);
+  if (t.iatMs !== undefined && t.iatMs - skewMs > nowMs) throw new InvalidTimestamp(`${what} is issued in the future`);
+}
+
+/** Absent → undefined; present but not a non-negative safe integer → InvalidGeneration. */
+export function parseGeneration(raw: unknown): number | undefined {
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'number' || !Number.isSafeInteger(raw) || raw < 0) {
+    throw new InvalidGeneration('generation must be a non-negative integer');
+  }
+  return raw;
+}
+
+/** A bounded map that forgets the least recently used entry first. */
+export class LruCache<V> {
+  private readonly map = new Map<string, V>();
+  constructor(readonly limit: number) {}
+
+  get(key: string): V | undefined {
+    const v = this.map.get(key);
+    if (v !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, v);
+    }
+    return v;
+  }
+
+  set(key: string, value: V): void {
+    this.map.delete(key);
+    if (this.map.size >= this.limit) this.map.delete(this.map.keys().next().value as string);
+    this.map.set(key, value);
+  }
+
+  delete(key: string): void {
+    this.map.delete(key);
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+}
+
+// ---- verifier: signatures and the certificate cache ----
+
+export interface VerifierOptions {
+  trustedIssuers: TrustedIssuers;
+  audiences: readonly string[];
+  skewSeconds: number;
+  generationClaim: string;
+  /** Verified certificates kept; default 10 000. */
+  cacheSize?: number;
+}
+
+export interface VerifiedAssertion {
+  email: string;
+  issuer: string;
+  /** Absent when the issuer supplies none. */
+  generation?: number;
+}
+
+interface VerifiedCertificate {
+  claims: CertificateClaims;
+  userKey: Key;
+  userAlgorithms: Algorithm[];
+}
+
+interface IssuerKey {
+  key: Key;
+  algorithms: Algorithm[];
+}
+
+export interface AssertionVerifier {
+  verify(authorization: string | undefined, nowMs?: number): Promise<VerifiedAssertion>;
+  /** Certificates currently cached (for tests and metrics). */
+  readonly cachedCertificates: number;
+}
+
+async function importKey(jwk: JsonWebKeyLike, alg: Algorithm): Promise<Key> {
+  return (await importJWK(jwk as Parameters<typeof importJWK>[0], alg)) as Key;
+}
+
+/** True when `jws` is signed by `key` with `alg`; never throws. */
+async function signedBy(jws: string, key: Key, alg: Algorithm): Promise<boolean> {
+  try {
+    await compactVerify(jws, key, { algorithms: [alg] });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Imports every trusted issuer key once; an unusable key stops the service at start. */
+async function importIssuerKeys(trusted: TrustedIssuers): Promise<Map<string, IssuerKey[]>> {
+  const out = new Map<string, IssuerKey[]>();
+  for (const [issuer, jwks] of trusted) {
+    const keys: IssuerKey[] = [];
+    for (const jwk of jwks) {
+      const algorithms = algorithmsForKey(jwk).filter((a) => jwk.alg === undefined || jwk.alg === a || (jwk.alg === 'EdDSA' && a === 'Ed25519'));
+      if (algorithms.length === 0) throw new ConfigError('TRUSTED_ISSUERS', `issuer ${issuer}: unsupported key (use RSA, EC P-256 or Ed25519)`);
+      const { d: _private, ...publicJwk } = jwk;
+      try {
+        keys.push({ key: await importKey(publicJwk, algorithms[0]), algorithms });
+      } catch (e) {
+        throw new ConfigError('TRUSTED_ISSUERS', `issuer ${issuer}: unusable key: ${(e as Error).message}`);
+      }
+    }
+    out.set(issuer, keys);
+  }
+  return out;
+}
+
+export async function createAssertionVerifier(opts: VerifierOptions): Promise<AssertionVerifier> {
+  const issuerKeys = await importIssuerKeys(opts.trustedIssuers);
+  const cache = new LruCache<VerifiedCertificate>(opts.cacheSize ?? 10_000);
+  const skewMs = opts.skewSeconds * 1000;
+
+  async function verifyCertificate(certificate: string): Promise<VerifiedCertificate> {
+    const { alg, payload } = decodeJws(certificate, 'certificate');
+    const iss = payload.iss;
+    const keys = typeof iss === 'string' ? issuerKeys.get(iss) : undefined;
+    if (!keys) throw new InvalidCredentials('certificate issuer is not trusted');
+    let signed = false;
+    for (const k of keys) {
+      if (k.algorithms.includes(alg) && (await signedBy(certificate, k.key, alg))) {
+        signed = true;
+        break;
+      }
+    }
+    if (!signed) throw new InvalidCredentials('certificate signature is not valid');
+    const claims = certificateClaims(payload, opts.generationClaim);
+    const userAlgorithms = algorithmsForKey(claims.publicKey);
+    let userKey: Key;
+    try {
+      userKey = await importKey(claims.publicKey, userAlgorithms[0]);
+    } catch {
+      throw new InvalidCredentials('certificate public-key is not usable');
+    }
+    return { claims, userKey, userAlgorithms };
+  }
+
+  return {
+    get cachedCertificates() {
+      return cache.size;
+    },
+    async verify(authorization, nowMs = Date.now()) {
+      const { certificate, assertion } = parseAuthorization(authorization);
+      const cacheKey = createHash('sha256').update(certificate).digest('base64url');
+      let cert = cache.get(cacheKey);
+      if (!cert) {
+        cert = await verifyCertificate(certificate);
+        cache.set(cacheKey, cert);
+      }
+      // Times are checked on every use, cached or not.
+      try {
+        checkTimes(cert.claims, nowMs, skewMs, 'certificate');
+      } catch (e) {
+        if (cert.claims.expMs + skewMs < nowMs) cache.delete(cacheKey);
+        throw e;
+      }
+      const decoded = decodeJws(assertion, 'assertion');
+      if (!cert.userAlgorithms.includes(decoded.alg) || !(await signedBy(assertion, cert.userKey, decoded.alg))) {
+        throw new InvalidCredentials('assertion is not signed by the certified key');
+      }
+      const { expMs } = assertionClaims(decoded.payload, opts.audiences);
+      checkTimes({ expMs }, nowMs, skewMs, 'assertion');
+      const generation = parseGeneration(cert.claims.generation);
+      return { email: cert.claims.email, issuer: cert.claims.issuer, ...(generation !== undefined ? { generation } : {}) };
+    },
+  };
+}
