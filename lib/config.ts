@@ -326,3 +326,25 @@ export function demoAppConfig(env: Env): DemoAppConfig {
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
   };
 }
+
+// ---- demo client (scripts/demo.ts, `npm run demo`) ----
+
+export interface DemoClientConfig {
+  /** The login service of a running `npm start`. */
+  loginUrl: string;
+  /** Where the development IdP key lives. */
+  dataDir: string;
+  /** The first APPLICATIONS entry. */
+  app: string;
+  version: string;
+}
+
+export function demoClientConfig(env: Env): DemoClientConfig {
+  const [app, versions] = [...applications(env)][0];
+  return {
+    loginUrl: url(env, 'LOGIN_URL', `http://127.0.0.1:${DEFAULTS.LOGIN_PORT}`),
+    dataDir: str(env, 'DATA_DIR', DEFAULTS.DATA_DIR),
+    app,
+    version: [...versions][0],
+  };
+}
