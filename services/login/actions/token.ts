@@ -1,0 +1,114 @@
+// GET /1.0/:app/:version — a token for an application node (DESIGN §3).
+// The middleware below run in the order of the checks in DESIGN §3; the
+// first failure wins and the error handler answers it.
+import type { Middleware, ParameterizedContext } from 'koa';
+import {
+  BadRequest,
+  NotAcceptable,
+  NotFound,
+  ServiceUnavailable,
+} from '../../../lib/errors.js';
+import { makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
+import type { User } from '../../../lib/gen/directory.js';
+import type { VerifiedAssertion } from '../assertion.js';
+import { sendJson } from '../error-handler.js';
+import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { allowMethods, GET_HEAD, type LoginDeps } from '../shared.js';
+
+export const TOKEN_PATH = '/1.0/:app/:version';
+
+interface TokenState {
+  requestId: string;
+  app: string;
+  version: string;
+  clientState: string;
+  identity: VerifiedAssertion;
+  user: User;
+}
+
+type TokenMiddleware = Middleware<TokenState, ParameterizedContext<TokenState> & { params: Record<string, string> }>;
+
+export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
+  const { config, verifier, backends } = deps;
+
+  const knownApplication: TokenMiddleware = async function knownApplication(ctx, next) {
+    const { app, version } = ctx.params;
+    if (!isKnownApplication(config.applications, app, version)) throw new NotFound(`unknown application ${app}/${version}`);
+    ctx.state.app = app;
+    ctx.state.version = version;
+    await next();
+  };
+
+  const notInMaintenance: TokenMiddleware = async function notInMaintenance(ctx, next) {
+    if (config.maintenanceMode) throw new ServiceUnavailable('the service is in maintenance', config.retryAfter);
+    await next();
+  };
+
+  const acceptJson: TokenMiddleware = async function acceptJson(ctx, next) {
+    if (!acceptsJson(ctx.get('Accept') || undefined)) throw new NotAcceptable('this endpoint answers application/json only');
+    await next();
+  };
+
+  const checkClientState: TokenMiddleware = async function checkClientState(ctx, next) {
+    const value = ctx.get('X-Client-State');
+    if (!isValidClientState(value)) {
+      throw new BadRequest('X-Client-State must match ^[a-zA-Z0-9._-]{1,32}$', { location: 'header', field: 'X-Client-State' });
+    }
+    ctx.state.clientState = value;
+    await next();
+  };
+
+  const verifyAssertion: TokenMiddleware = async function verifyAssertion(ctx, next) {
+    ctx.state.identity = await verifier.verify(ctx.get('Authorization') || undefined);
+    await next();
+  };
+
+  const loginUser: TokenMiddleware = async function loginUser(ctx, next) {
+    const { app, identity, clientState, requestId } = ctx.state;
+    ctx.state.user = await backends.login(
+      { service: app, email: identity.email, generation: identity.generation, clientState, allowNewUsers: config.allowNewUsers },
+      requestId,
+    );
+    await next();
+  };
+
+  const assignNode: TokenMiddleware = async function assignNode(ctx, next) {
+    const { app, user, requestId } = ctx.state;
+    if (user.node === '') {
+      const node = await backends.allocate(app, requestId);
+      // If another request assigned a node first, the directory answers with that one.
+      ctx.state.user = await backends.assignNode({ service: app, email: user.email, uid: user.uid, node }, requestId);
+    }
+    await next();
+  };
+
+  const mintToken: TokenMiddleware = async function mintToken(ctx) {
+    const { version, user, identity } = ctx.state;
+    const duration = tokenDuration(ctx.query.duration, config.tokenDuration);
+    const secret = nodeSecrets(config.masterSecrets, user.node)[0];
+    const payload = tokenPayload({
+      uid: user.uid,
+      node: user.node,
+      email: identity.email,
+      generation: user.generation,
+      clientState: user.clientState,
+      nowSeconds: Date.now() / 1000,
+      duration,
+      salt: newSalt(),
+    });
+    const { id, key } = makeToken(payload, secret);
+    sendJson(ctx, 200, { id, key, uid: user.uid, api_endpoint: apiEndpoint(user.node, version, user.uid), duration, hashalg: 'sha256' });
+  };
+
+  return [
+    knownApplication,
+    allowMethods(GET_HEAD) as TokenMiddleware,
+    notInMaintenance,
+    acceptJson,
+    checkClientState,
+    verifyAssertion,
+    loginUser,
+    assignNode,
+    mintToken,
+  ];
+}

@@ -1,0 +1,79 @@
+// The login service's two gRPC backends: one client each, created once and
+// reused. Every call carries the configured deadline; lib/grpc.ts maps errors
+// back to ProtocolErrors (a backend down or slow → ServiceUnavailable, 503).
+import * as grpc from '@grpc/grpc-js';
+import { service as healthService } from 'grpc-health-check';
+import type { LoginConfig } from '../../lib/config.js';
+import { InternalError } from '../../lib/errors.js';
+import { call, CLIENT_OPTIONS, insecure, type CallOptions } from '../../lib/grpc.js';
+import { DirectoryClient, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
+import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
+
+const HealthClient = grpc.makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
+
+type HealthCheck = (
+  req: { service: string },
+  metadata: grpc.Metadata,
+  options: Partial<grpc.CallOptions>,
+  cb: (err: grpc.ServiceError | null, res: { status: string }) => void,
+) => grpc.ClientUnaryCall;
+
+export interface BackendHealth {
+  directory: boolean;
+  nodeassign: boolean;
+}
+
+export interface Backends {
+  login(req: LoginRequest, requestId: string): Promise<User>;
+  /** A node URL for a new user of `service`; NoNodeAvailable (503) when none has room. */
+  allocate(service: string, requestId: string): Promise<string>;
+  /** The user's record after assignment; its node is whichever was assigned first. */
+  assignNode(req: AssignNodeRequest, requestId: string): Promise<User>;
+  health(): Promise<BackendHealth>;
+  close(): void;
+}
+
+function userOf(reply: { user?: User | undefined }, method: string): User {
+  if (!reply.user) throw new InternalError(`directory ${method} returned no user`);
+  return reply.user;
+}
+
+export function connectBackends(config: Pick<LoginConfig, 'directoryAddr' | 'nodeAssignAddr' | 'grpcDeadlineMs' | 'retryAfter'>): Backends {
+  const directory = new DirectoryClient(config.directoryAddr, insecure(), CLIENT_OPTIONS);
+  const nodeAssign = new NodeAssignClient(config.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+  // grpc-js shares one connection between clients of the same address and options.
+  const directoryHealth = new HealthClient(config.directoryAddr, insecure(), CLIENT_OPTIONS);
+  const nodeAssignHealth = new HealthClient(config.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+  const opts = (requestId?: string): CallOptions => ({ deadlineMs: config.grpcDeadlineMs, retryAfter: config.retryAfter, requestId });
+
+  async function serving(client: grpc.Client): Promise<boolean> {
+    const check = (client as unknown as { Check: HealthCheck }).Check;
+    try {
+      const res = await call(client, check, { service: '' }, opts());
+      return res.status === 'SERVING';
+    } catch {
+      return false;
+    }
+  }
+
+  return {
+    async login(req, requestId) {
+      return userOf(await call(directory, directory.login, req, opts(requestId)), 'Login');
+    },
+    async allocate(service, requestId) {
+      const { node } = await call(nodeAssign, nodeAssign.allocate, { service }, opts(requestId));
+      if (!node?.url) throw new InternalError('nodeassign Allocate returned no node');
+      return node.url;
+    },
+    async assignNode(req, requestId) {
+      return userOf(await call(directory, directory.assignNode, req, opts(requestId)), 'AssignNode');
+    },
+    async health() {
+      const [d, n] = await Promise.all([serving(directoryHealth), serving(nodeAssignHealth)]);
+      return { directory: d, nodeassign: n };
+    },
+    close() {
+      for (const c of [directory, nodeAssign, directoryHealth, nodeAssignHealth]) c.close();
+    },
+  };
+}

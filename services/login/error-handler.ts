@@ -1,0 +1,49 @@
+// The one place the login service turns errors into responses (DESIGN §3):
+// `{"status", "errors": [{location, name, description}]}` as application/json,
+// with the error's own headers (Retry-After, Allow, ...). Anything that is not
+// a ProtocolError is logged and answered with a generic 500.
+import type { Context, Middleware } from 'koa';
+import { BadRequest, InternalError, NotFound, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
+
+/** Sends `body` as exactly `application/json` (no charset parameter, as Mozilla's servers). */
+export function sendJson(ctx: Context, status: number, body: unknown): void {
+  ctx.status = status;
+  ctx.body = JSON.stringify(body);
+  ctx.set('Content-Type', 'application/json');
+}
+
+/** Koa's own http errors (bad URL encoding, ...) mapped onto our classes by status. */
+function fromHttpError(err: unknown): ProtocolError {
+  const status = (err as { status?: unknown })?.status;
+  const message = 'the request could not be processed';
+  if (status === 404) return new NotFound('no such endpoint');
+  if (status === 413) return new PayloadTooLarge(message);
+  if (typeof status === 'number' && status >= 400 && status < 500) return new BadRequest(message);
+  return new InternalError(err instanceof Error ? err.message : String(err));
+}
+
+export interface ErrorHandlerOptions {
+  log: Logger;
+  /** WWW-Authenticate challenges sent with every 401, one header each. */
+  challenges: readonly string[];
+}
+
+export function errorHandler(opts: ErrorHandlerOptions): Middleware {
+  return async function handleErrors(ctx, next) {
+    try {
+      await next();
+    } catch (caught) {
+      const err = caught instanceof ProtocolError ? caught : fromHttpError(caught);
+      const requestId = ctx.state.requestId as string | undefined;
+      if (!(caught instanceof ProtocolError) && err.status >= 500) {
+        opts.log.error({ err: caught, requestId, path: ctx.path }, 'request failed unexpectedly');
+      } else if (!err.expose) {
+        opts.log.warn({ err: err.message, class: err.name, requestId, path: ctx.path }, 'request failed');
+      }
+      for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
+      if (err.status === 401) ctx.set('WWW-Authenticate', [...opts.challenges]);
+      sendJson(ctx, err.status, { status: err.statusString, errors: [err.detail()] });
+    }
+  };
+}

@@ -1,0 +1,51 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload } from './rules.js';
+
+test('isKnownApplication: name and version must both be configured', () => {
+  const apps = new Map([['sync', new Set(['1.5'])]]);
+  assert.equal(isKnownApplication(apps, 'sync', '1.5'), true);
+  assert.equal(isKnownApplication(apps, 'sync', '1.0'), false);
+  assert.equal(isKnownApplication(apps, 'notes', '1.5'), false);
+});
+
+test('acceptsJson: absent, JSON and wildcards pass; other types and q=0 do not', () => {
+  for (const a of [undefined, '', 'application/json', 'text/html, application/json;q=0.5', '*/*', 'application/*', 'Application/JSON', 'text/plain;q=1, */*;q=0.1']) {
+    assert.equal(acceptsJson(a), true, String(a));
+  }
+  for (const a of ['text/html', 'application/xml', 'application/json;q=0', 'text/*', '*/*;q=0.0', 'application/jsonx']) {
+    assert.equal(acceptsJson(a), false, a);
+  }
+});
+
+test('isValidClientState: absent or empty is none; otherwise the DESIGN pattern', () => {
+  for (const v of [undefined, '', 'aaaa', 'A.b_c-1', 'f'.repeat(32)]) assert.equal(isValidClientState(v), true, String(v));
+  for (const v of ['f'.repeat(33), 'a b', 'a/b', 'é', 'a,b']) assert.equal(isValidClientState(v), false, v);
+});
+
+test('tokenDuration: only 0 < N < configured shortens; invalid values are ignored', () => {
+  assert.equal(tokenDuration('60', 3600), 60);
+  assert.equal(tokenDuration('1', 3600), 1);
+  for (const q of [undefined, '', '0', '3600', '7200', '-5', '1.5', 'abc', '1e3', ['60', '70'], ' 60', '99999999999999']) {
+    assert.equal(tokenDuration(q, 3600), 3600, JSON.stringify(q));
+  }
+});
+
+test('apiEndpoint: <node>/<version>/<uid>, without doubled slashes', () => {
+  assert.equal(apiEndpoint('https://node.example', '1.5', 42), 'https://node.example/1.5/42');
+  assert.equal(apiEndpoint('https://node.example/', '1.5', 42), 'https://node.example/1.5/42');
+});
+
+test('keyId: padded generation and base64url client state; undefined unless hex', () => {
+  assert.equal(keyId(1_700_000_000_000, '0123456789abcdef0123456789abcdef'), '1700000000000-ASNFZ4mrze8BI0VniavN7w');
+  assert.equal(keyId(5, 'ff'), '0000000000005-_w');
+  assert.equal(keyId(5, ''), undefined);
+  assert.equal(keyId(5, 'abc'), undefined);
+  assert.equal(keyId(5, 'client.state'), undefined);
+});
+
+test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, fxa_kid when hex', () => {
+  const base = { uid: 7, node: 'https://n.example', email: 'abc123@idp.example', generation: 3, nowSeconds: 1000.9, duration: 60, salt: 'a1b2c3' };
+  assert.deepEqual(tokenPayload({ ...base, clientState: '' }), { uid: 7, node: 'https://n.example', expires: 1060, salt: 'a1b2c3', fxa_uid: 'abc123' });
+  assert.equal(tokenPayload({ ...base, clientState: 'aabb' }).fxa_kid, '0000000000003-qrs');
+});

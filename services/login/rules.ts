@@ -1,0 +1,74 @@
+// The token endpoint's rules as pure functions (DESIGN §3, §5); the
+// middleware in actions/token.ts applies them in order.
+import type { TokenPayload } from '../../lib/token.js';
+
+export function isKnownApplication(apps: Map<string, Set<string>>, app: string, version: string): boolean {
+  return apps.get(app)?.has(version) ?? false;
+}
+
+/**
+ * True when the client takes JSON: no Accept header, or a media range of
+ * application/json, application/(any) or (any)/(any) with a non-zero quality.
+ */
+export function acceptsJson(accept: string | undefined): boolean {
+  if (accept === undefined || accept.trim() === '') return true;
+  return accept.split(',').some((range) => {
+    const [type, ...params] = range.split(';').map((s) => s.trim().toLowerCase());
+    if (!['application/json', 'application/*', '*/*'].includes(type)) return false;
+    const q = params.find((p) => p.startsWith('q='));
+    return q === undefined || !(Number(q.slice(2)) <= 0);
+  });
+}
+
+const CLIENT_STATE = /^[a-zA-Z0-9._-]{1,32}$/;
+
+/** An absent or empty X-Client-State means none; anything else must match the pattern. */
+export function isValidClientState(value: string | undefined): boolean {
+  return value === undefined || value === '' || CLIENT_STATE.test(value);
+}
+
+/** `?duration=N` shortens the token when 0 < N < configured; anything else is ignored. */
+export function tokenDuration(query: unknown, configured: number): number {
+  if (typeof query !== 'string' || !/^\d{1,10}$/.test(query)) return configured;
+  const n = Number(query);
+  return n > 0 && n < configured ? n : configured;
+}
+
+export function apiEndpoint(node: string, version: string, uid: number): string {
+  return `${node.replace(/\/+$/, '')}/${version}/${uid}`;
+}
+
+/**
+ * tokenlib's `fxa_kid`: zero-padded generation, a dash, the client state's
+ * bytes in urlsafe base64 — the key id storage nodes of Mozilla's token
+ * servers expect. Only defined for a hex client state.
+ */
+export function keyId(generation: number, clientState: string): string | undefined {
+  if (!/^(?:[0-9a-fA-F]{2})+$/.test(clientState)) return undefined;
+  return `${String(generation).padStart(13, '0')}-${Buffer.from(clientState, 'hex').toString('base64url')}`;
+}
+
+export interface TokenInputs {
+  uid: number;
+  node: string;
+  email: string;
+  generation: number;
+  clientState: string;
+  nowSeconds: number;
+  duration: number;
+  salt: string;
+}
+
+/** The token payload: tokenlib's uid/node/expires/salt plus the FxA fields storage nodes read. */
+export function tokenPayload(t: TokenInputs): TokenPayload {
+  const payload: TokenPayload = {
+    uid: t.uid,
+    node: t.node,
+    expires: Math.floor(t.nowSeconds) + t.duration,
+    salt: t.salt,
+    fxa_uid: t.email.slice(0, t.email.lastIndexOf('@')),
+  };
+  const kid = keyId(t.generation, t.clientState);
+  if (kid !== undefined) payload.fxa_kid = kid;
+  return payload;
+}

@@ -1,0 +1,86 @@
+// The login service: Koa over node:http, one gRPC client per backend.
+// A request goes: requestContext → handleErrors → router → one endpoint's
+// middleware array (actions/*.ts) → response.
+import Koa from 'koa';
+import Router from '@koa/router';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { LoginConfig } from '../../lib/config.js';
+import { NotFound } from '../../lib/errors.js';
+import { logger } from '../../lib/log.js';
+import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
+import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
+import { versionEndpoint } from './actions/version.js';
+import { createAssertionVerifier, SCHEMES } from './assertion.js';
+import { connectBackends } from './backends.js';
+import { errorHandler } from './error-handler.js';
+import { requestContext, type LoginDeps } from './shared.js';
+
+export interface RunningLogin {
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+export function createApp(deps: LoginDeps): Koa {
+  const router = new Router();
+  // router.all: the endpoints answer 405 themselves, after their own 404 checks.
+  router.all(TOKEN_PATH, ...(tokenEndpoint(deps) as Koa.Middleware[]));
+  router.all('/__heartbeat__', ...heartbeatEndpoint(deps));
+  router.all('/__lbheartbeat__', ...lbHeartbeatEndpoint());
+  router.all('/__version__', ...versionEndpoint());
+
+  const app = new Koa();
+  app.use(requestContext(deps.log));
+  app.use(errorHandler({ log: deps.log, challenges: SCHEMES }));
+  app.use(router.routes());
+  app.use(async function unknownPath() {
+    throw new NotFound('no such endpoint');
+  });
+  // Every error is answered by errorHandler; this only silences Koa's stderr default.
+  app.on('error', (err) => deps.log.error({ err }, 'unhandled koa error'));
+  return app;
+}
+
+function close(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
+  const log = logger('login');
+  const verifier = await createAssertionVerifier({
+    trustedIssuers: config.trustedIssuers,
+    audiences: config.audiences,
+    skewSeconds: config.assertionSkew,
+    generationClaim: config.generationClaim,
+  });
+  const backends = connectBackends(config);
+  const app = createApp({ config, verifier, backends, log });
+  const server = createServer(app.callback());
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    backends.close();
+    throw err;
+  }
+  const { port } = server.address() as AddressInfo;
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  log.info({ port, applications: [...config.applications.keys()] }, 'login listening');
+  return {
+    port,
+    url: `http://${host}:${port}`,
+    close: async () => {
+      await close(server);
+      backends.close();
+    },
+  };
+}
