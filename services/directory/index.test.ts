@@ -1,0 +1,25 @@
+// The entry point as a process: starts from the environment, stops on SIGTERM, refuses bad config.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { runEntryPoint, tempStoreUrl } from './testkit.js';
+
+const entry = fileURLToPath(new URL('./index.ts', import.meta.url));
+
+test('directory entry point: listens, logs its port, exits 0 on SIGTERM', async () => {
+  const temp = tempStoreUrl('directory-entry-');
+  try {
+    const run = await runEntryPoint(entry, { STORE_URL: temp.storeUrl, DIRECTORY_PORT: '0' }, /directory listening/);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /"port":\d+/);
+    assert.match(run.stdout, /directory stopping/);
+  } finally {
+    temp.cleanup();
+  }
+});
+
+test('directory entry point: invalid configuration prints the variable and exits 1', async () => {
+  const run = await runEntryPoint(entry, { STORE_URL: 'postgres://nope', DIRECTORY_PORT: '0' }, /listening/);
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /^STORE_URL: must start with mongodb:\/\/ or sqlite:/);
+});

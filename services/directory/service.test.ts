@@ -1,0 +1,219 @@
+// The Directory service over real gRPC on a loopback port, on a temp SQLite file.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DirectoryClient, type LoginRequest, type User } from '../../lib/gen/directory.js';
+import { call, CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
+import {
+  BadRequest,
+  InvalidClientState,
+  InvalidGeneration,
+  NewUsersDisabled,
+  ProtocolError,
+  RecordNotFound,
+} from '../../lib/errors.js';
+import { startDirectory, type RunningDirectory } from './server.js';
+import { login as applyLogin } from './service.js';
+import { SqliteUserStore } from './store-sqlite.js';
+import { healthStatus, tempStoreUrl } from './testkit.js';
+
+const temp = tempStoreUrl('directory-service-');
+let server: RunningDirectory;
+let client: DirectoryClient;
+
+before(async () => {
+  server = await startDirectory({ storeUrl: temp.storeUrl, port: 0 });
+  client = new DirectoryClient(`127.0.0.1:${server.port}`, insecure(), CLIENT_OPTIONS);
+});
+
+after(async () => {
+  client.close();
+  await server.close();
+  temp.cleanup();
+});
+
+const opts = { deadlineMs: 10_000, retryAfter: 10 };
+let emails = 0;
+const freshEmail = () => `user${++emails}@example.com`;
+
+function login(email: string, o: Partial<LoginRequest> = {}): Promise<User> {
+  const req: LoginRequest = { service: 'sync', email, clientState: '', allowNewUsers: true, ...o };
+  return call(client, client.login, req, opts).then((r) => r.user!);
+}
+
+async function loginError(email: string, o: Partial<LoginRequest> = {}): Promise<ProtocolError> {
+  try {
+    await login(email, o);
+  } catch (err) {
+    assert.ok(err instanceof ProtocolError, String(err));
+    return err;
+  }
+  assert.fail('login succeeded');
+}
+
+const getUser = (email: string) => call(client, client.getUser, { service: 'sync', email }, opts).then((r) => r.user!);
+const assignNode = (email: string, uid: number, node: string) =>
+  call(client, client.assignNode, { service: 'sync', email, uid, node }, opts).then((r) => r.user!);
+
+test('health check answers SERVING for the server and the Directory service', async () => {
+  assert.equal(await healthStatus(server.port, ''), 'SERVING');
+  assert.equal(await healthStatus(server.port, 'tokenserver.directory.v1.Directory'), 'SERVING');
+});
+
+test('one user history through gRPC, with the protocol error classes coming back', async () => {
+  const email = freshEmail();
+  const first = await login(email, { clientState: 'orig' });
+  assert.equal(first.generation, 0);
+  assert.equal(first.node, '');
+  const uid = first.uid;
+  assert.equal((await login(email, { generation: 12, clientState: 'orig' })).uid, uid);
+  assert.ok((await loginError(email, { generation: 10, clientState: 'orig' })) instanceof InvalidGeneration);
+  assert.equal((await login(email, { generation: 12, clientState: 'orig' })).uid, uid);
+  const g13 = await login(email, { generation: 13, clientState: 'orig' });
+  assert.equal(g13.uid, uid);
+  assert.equal(g13.generation, 13);
+  assert.ok((await loginError(email, { generation: 12, clientState: 'orig' })) instanceof InvalidGeneration);
+  const noGen = await login(email, { clientState: 'orig' });
+  assert.equal(noGen.generation, 13, 'no generation leaves the recorded one');
+  assert.ok((await loginError(email, { generation: 13, clientState: 'aaaa' })) instanceof InvalidClientState);
+  const moved = await login(email, { generation: 14, clientState: 'aaaa' });
+  assert.notEqual(moved.uid, uid);
+  assert.ok(moved.uid > uid);
+  assert.deepEqual(moved.seenClientStates, ['orig']);
+  assert.deepEqual(moved.replaced.map((r) => [r.uid, r.node]), [[uid, '']]);
+  const stale = await loginError(email, { generation: 15, clientState: 'orig' });
+  assert.ok(stale instanceof InvalidClientState);
+  assert.equal(stale.statusString, 'invalid-client-state');
+  assert.equal(stale.status, 401);
+  assert.ok((await loginError(email, { generation: 15, clientState: '' })) instanceof InvalidClientState);
+  assert.equal((await getUser(email)).uid, moved.uid);
+});
+
+test('new users off: unknown user → NewUsersDisabled (403), known user still logs in', async () => {
+  const email = freshEmail();
+  const err = await loginError(email, { allowNewUsers: false });
+  assert.ok(err instanceof NewUsersDisabled);
+  assert.equal(err.status, 403);
+  await login(email);
+  assert.ok(await login(email, { allowNewUsers: false }));
+});
+
+test('malformed requests → BadRequest, never an internal error', async () => {
+  assert.ok((await loginError('')) instanceof BadRequest);
+  assert.ok((await loginError(freshEmail(), { service: '' })) instanceof BadRequest);
+  assert.ok((await loginError(freshEmail(), { clientState: 'not valid!' })) instanceof BadRequest);
+  assert.ok((await loginError(freshEmail(), { generation: -1 })) instanceof InvalidGeneration);
+  await assert.rejects(assignNode(freshEmail(), 1, ''), BadRequest);
+  await assert.rejects(call(client, client.unassignNode, { service: 'sync', node: '' }, opts), BadRequest);
+});
+
+test('50 concurrent first logins of one new user → exactly one uid', async () => {
+  const email = freshEmail();
+  const users = await Promise.all(Array.from({ length: 50 }, () => login(email, { generation: 3, clientState: 'abcd' })));
+  const uids = new Set(users.map((u) => u.uid));
+  assert.equal(uids.size, 1);
+  assert.equal((await getUser(email)).uid, users[0].uid);
+});
+
+test('concurrent logins with mixed generations never lower the recorded generation', async () => {
+  const email = freshEmail();
+  await login(email, { generation: 1 });
+  // Rising order is the worst case: each round the lowest pending generation wins and the rest retry.
+  const rising = Array.from({ length: 40 }, (_, i) => i + 1);
+  const shuffled = rising.map((_, i) => ((i * 17) % 40) + 1);
+  const gens = [...rising, ...shuffled];
+  const results = await Promise.allSettled(gens.map((generation) => login(email, { generation })));
+  let ok = 0;
+  for (const [i, r] of results.entries()) {
+    if (r.status === 'fulfilled') {
+      ok++;
+      assert.ok(r.value.generation >= gens[i], 'a reply never shows a generation below the request');
+    } else {
+      assert.ok(r.reason instanceof InvalidGeneration, String(r.reason));
+    }
+  }
+  assert.ok(ok >= 1);
+  const final = await getUser(email);
+  assert.equal(final.generation, 40);
+  assert.equal(new Set(results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.uid] : []))).size, 1);
+});
+
+test('a client-state change under concurrency → exactly one new uid', async () => {
+  const email = freshEmail();
+  const before = await login(email, { generation: 1, clientState: 'aaaa' });
+  const users = await Promise.all(Array.from({ length: 20 }, () => login(email, { generation: 2, clientState: 'bbbb' })));
+  const uids = new Set(users.map((u) => u.uid));
+  assert.equal(uids.size, 1);
+  assert.notEqual([...uids][0], before.uid);
+  const final = await getUser(email);
+  assert.equal(final.replaced.length, 1);
+  assert.equal(final.replaced[0].uid, before.uid);
+  assert.deepEqual(final.seenClientStates, ['aaaa']);
+});
+
+test('AssignNode: concurrent assignments → the first wins and everyone gets it', async () => {
+  const email = freshEmail();
+  const { uid } = await login(email);
+  const nodes = Array.from({ length: 20 }, (_, i) => `https://node${i}.example.com`);
+  const users = await Promise.all(nodes.map((node) => assignNode(email, uid, node)));
+  const winners = new Set(users.map((u) => u.node));
+  assert.equal(winners.size, 1);
+  const [winner] = winners;
+  assert.ok(nodes.includes(winner));
+  assert.equal((await getUser(email)).node, winner);
+  assert.equal((await login(email)).node, winner, 'login returns the assigned node');
+});
+
+test('AssignNode: a stale uid does not assign; a missing user → RecordNotFound', async () => {
+  const email = freshEmail();
+  const old = await login(email, { clientState: 'aaaa' });
+  const moved = await login(email, { clientState: 'bbbb' });
+  const reply = await assignNode(email, old.uid, 'https://late.example.com');
+  assert.equal(reply.uid, moved.uid);
+  assert.equal(reply.node, '');
+  await assert.rejects(assignNode(freshEmail(), 1, 'https://n.example.com'), RecordNotFound);
+});
+
+test('GetUser of an unknown user → RecordNotFound (404)', async () => {
+  await assert.rejects(getUser(freshEmail()), (err: unknown) => err instanceof RecordNotFound && err.status === 404);
+});
+
+test('UnassignNode clears the node of its users and counts them; their next login keeps the uid', async () => {
+  const node = 'https://unassign-me.example.com';
+  const a = freshEmail();
+  const b = freshEmail();
+  const c = freshEmail();
+  for (const email of [a, b, c]) {
+    const { uid } = await login(email);
+    await assignNode(email, uid, email === c ? 'https://other.example.com' : node);
+  }
+  const { count } = await call(client, client.unassignNode, { service: 'sync', node }, opts);
+  assert.equal(count, 2);
+  const after = await login(a);
+  assert.equal(after.node, '');
+  assert.equal(after.uid, (await getUser(a)).uid);
+  assert.equal((await getUser(c)).node, 'https://other.example.com');
+});
+
+test('login retries after losing a race: parallel first logins on one store insert once, the rest re-read', async () => {
+  const t2 = tempStoreUrl('directory-race-');
+  const store = SqliteUserStore.open(t2.storeUrl.slice('sqlite:'.length));
+  let inserts = 0;
+  let lostInserts = 0;
+  const insert = store.insert.bind(store);
+  store.insert = async (r) => {
+    inserts++;
+    const ok = await insert(r);
+    if (!ok) lostInserts++;
+    return ok;
+  };
+  try {
+    const req = { service: 'sync', email: 'race@example.com', clientState: '', allowNewUsers: true };
+    const users = await Promise.all(Array.from({ length: 50 }, () => applyLogin(store, req)));
+    assert.ok(lostInserts > 0, 'the parallel logins did race');
+    assert.equal(inserts - lostInserts, 1);
+    assert.equal(new Set(users.map((u) => u.uid)).size, 1);
+  } finally {
+    await store.close();
+    t2.cleanup();
+  }
+});
