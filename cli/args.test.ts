@@ -1,0 +1,193 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { COMMANDS, commandHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
+import { transportReason } from './run.js';
+
+function run(argv: string[], env: Record<string, string> = {}): Extract<Parsed, { kind: 'run' }> {
+  const p = parseCli(argv, env);
+  assert.equal(p.kind, 'run');
+  return p as Extract<Parsed, { kind: 'run' }>;
+}
+
+function command(argv: string[], env: Record<string, string> = {}): Command {
+  return run(argv, env).command;
+}
+
+function usageError(argv: string[], pattern: RegExp, env: Record<string, string> = {}): void {
+  assert.throws(() => parseCli(argv, env), (e: unknown) => {
+    assert.ok(e instanceof UsageError, `expected a UsageError, got ${String(e)}`);
+    assert.match(e.message, pattern);
+    return true;
+  });
+}
+
+test('every nodes command parses to its request', () => {
+  assert.deepEqual(command(['nodes', 'add', 'sync', 'https://n1.example/', '--capacity', '100']), {
+    kind: 'nodes add',
+    app: 'sync',
+    url: 'https://n1.example',
+    capacity: 100,
+    existOk: false,
+  });
+  assert.equal((command(['nodes', 'add', 'sync', 'https://n1.example', '--capacity=5', '--exist-ok']) as { existOk: boolean }).existOk, true);
+  assert.deepEqual(command(['nodes', 'list']), { kind: 'nodes list', app: '' });
+  assert.deepEqual(command(['nodes', 'list', 'notes']), { kind: 'nodes list', app: 'notes' });
+  const update = (argv: string[]) => (command(['nodes', ...argv, 'sync', 'http://n']) as Extract<Command, { kind: 'nodes update' }>).patch;
+  assert.deepEqual(update(['update', '--capacity', '7']), { capacity: 7 });
+  assert.deepEqual(update(['down']), { downed: true });
+  assert.deepEqual(update(['up']), { downed: false });
+  assert.deepEqual(update(['backoff']), { backoff: true });
+  assert.deepEqual(update(['backoff', '--off']), { backoff: false });
+  assert.deepEqual(command(['nodes', 'remove', 'sync', 'http://n']), { kind: 'nodes remove', app: 'sync', url: 'http://n' });
+  assert.deepEqual(command(['users', 'show', 'sync', 'a@example.com']), { kind: 'users show', app: 'sync', email: 'a@example.com' });
+});
+
+test('global options may come before or after the command', () => {
+  const a = run(['--json', '--nodeassign', 'na:1234', 'nodes', 'list']);
+  const b = run(['nodes', 'list', '--json', '--nodeassign=na:1234']);
+  assert.deepEqual(a, b);
+  assert.equal(a.globals.json, true);
+  assert.deepEqual(a.globals.addrs, { nodeassign: 'na:1234' });
+});
+
+test('addresses: flag over environment over default, only for the backends a command uses', () => {
+  assert.deepEqual(run(['nodes', 'list']).globals.addrs, { nodeassign: '127.0.0.1:50052' });
+  assert.deepEqual(run(['nodes', 'list'], { NODEASSIGN_ADDR: 'nodeassign:50052' }).globals.addrs, { nodeassign: 'nodeassign:50052' });
+  assert.deepEqual(run(['nodes', 'remove', 'sync', 'http://n', '--directory', 'd:1'], { DIRECTORY_ADDR: 'x:2' }).globals.addrs, {
+    nodeassign: '127.0.0.1:50052',
+    directory: 'd:1',
+  });
+  assert.deepEqual(run(['users', 'show', 'sync', 'a@b.c']).globals.addrs, { directory: '127.0.0.1:50051' });
+  // A bad DIRECTORY_ADDR does not break a command that never calls directory.
+  assert.deepEqual(run(['dev', 'assertion', 'a@b.c', '--audience', 'x'], { DIRECTORY_ADDR: 'nonsense' }).globals.addrs, {});
+  usageError(['users', 'show', 'sync', 'a@b.c'], /DIRECTORY_ADDR: must be host:port/, { DIRECTORY_ADDR: 'nonsense' });
+  usageError(['nodes', 'list', '--nodeassign', 'nope'], /--nodeassign: must be host:port/);
+});
+
+test('--timeout sets the deadline within bounds', () => {
+  assert.equal(run(['nodes', 'list']).globals.deadlineMs, 2000);
+  assert.equal(run(['nodes', 'list', '--timeout', '500']).globals.deadlineMs, 500);
+  usageError(['nodes', 'list', '--timeout', '5'], /--timeout: must be between 50/);
+  usageError(['nodes', 'list', '--timeout', 'soon'], /--timeout: must be a whole number/);
+});
+
+test('bad arguments name what is wrong', () => {
+  usageError([], /missing command/);
+  usageError(['frobnicate'], /unknown command "frobnicate"/);
+  usageError(['nodes'], /nodes: missing command/);
+  usageError(['nodes', 'explode'], /nodes: unknown command "explode"/);
+  usageError(['nodes', 'add', 'sync'], /nodes add: missing <url>/);
+  usageError(['nodes', 'add', 'sync', 'http://n'], /--capacity is required/);
+  usageError(['nodes', 'add', 'sync', 'http://n', '--capacity', '-3'], /Option '--capacity' argument is ambiguous$/);
+  usageError(['nodes', 'add', 'sync', 'http://n', '--capacity=-3'], /--capacity: must be a whole number/);
+  usageError(['nodes', 'add', 'sync', 'http://n', '--capacity', '1.5'], /--capacity: must be a whole number/);
+  usageError(['nodes', 'add', 'sync', 'http://n', '--capacity'], /--capacity/);
+  usageError(['nodes', 'add', 'sy nc', 'http://n', '--capacity', '1'], /<app>: expected an application name/);
+  usageError(['nodes', 'add', 'sync', 'ftp://n', '--capacity', '1'], /<url>: must be an http or https URL/);
+  usageError(['nodes', 'add', 'sync', 'n.example', '--capacity', '1'], /<url>: must be an absolute URL/);
+  usageError(['nodes', 'add', 'sync', 'http://n', '--capacity', '1', '--bogus'], /nodes add: Unknown option '--bogus'$/);
+  usageError(['nodes', 'list', 'sync', 'extra'], /unexpected argument "extra"/);
+  usageError(['nodes', 'down', 'sync', 'http://n', '--off'], /Unknown option '--off'/);
+  usageError(['users', 'show', 'sync', 'not-an-email'], /<email>: expected an email address/);
+  usageError(['--nodeassign', 'x:1'], /missing command/);
+});
+
+test('help: top level, each group and each command', () => {
+  for (const argv of [['--help'], ['-h'], ['help']]) {
+    const p = parseCli(argv, {});
+    assert.equal(p.kind, 'help');
+    assert.equal((p as { text: string }).text, topHelp());
+  }
+  assert.match((parseCli(['nodes', '--help'], {}) as { text: string }).text, /nodes remove <app> <url>/);
+  for (const spec of COMMANDS) {
+    const p = parseCli([...spec.name.split(' '), '--help'], {});
+    assert.equal(p.kind, 'help', spec.name);
+    assert.equal((p as { text: string }).text, commandHelp(spec));
+    assert.match(commandHelp(spec), new RegExp(`usage: \\S+ ${spec.name}`));
+  }
+  // Help wins over missing arguments.
+  assert.equal(parseCli(['nodes', 'add', '--help'], {}).kind, 'help');
+  assert.match(commandHelp(COMMANDS.find((c) => c.name === 'nodes add')!), /--capacity N \[options\]/);
+});
+
+test('dev assertion: audience from the flag or the first of AUDIENCES, data dir from flag, DATA_DIR or the default', () => {
+  assert.deepEqual(command(['dev', 'assertion', 'a@b.c', '--audience', 'http://login', '--generation', '4', '--data-dir', '/d']), {
+    kind: 'dev assertion',
+    email: 'a@b.c',
+    audience: 'http://login',
+    generation: 4,
+    ttlSeconds: undefined,
+    dataDir: '/d',
+    generationClaim: 'fxa-generation',
+  });
+  const fromEnv = command(['dev', 'assertion', 'a@b.c', '--ttl', '60'], { AUDIENCES: 'http://one, http://two', DATA_DIR: '/var/x', GENERATION_CLAIM: 'gen' });
+  assert.deepEqual(fromEnv, {
+    kind: 'dev assertion',
+    email: 'a@b.c',
+    audience: 'http://one',
+    generation: undefined,
+    ttlSeconds: 60,
+    dataDir: '/var/x',
+    generationClaim: 'gen',
+  });
+  assert.equal((command(['dev', 'assertion', 'a@b.c', '--audience', 'x']) as { dataDir: string }).dataDir, './data');
+  usageError(['dev', 'assertion', 'a@b.c'], /--audience \(or AUDIENCES\) is required/);
+  usageError(['dev', 'assertion', 'a@b.c', '--audience', 'x', '--generation', 'two'], /--generation: must be a whole number/);
+});
+
+test('dev init: issuers file defaults to the data dir', () => {
+  assert.deepEqual(command(['dev', 'init', '--data-dir', '/idp/']), { kind: 'dev init', dataDir: '/idp/', trustedIssuersFile: '/idp/trusted-issuers.json' });
+  assert.deepEqual(command(['dev', 'init', '--trusted-issuers', '/etc/ti.json'], { DATA_DIR: '/d' }), {
+    kind: 'dev init',
+    dataDir: '/d',
+    trustedIssuersFile: '/etc/ti.json',
+  });
+});
+
+test('setup: one node per configured application at NODE_URL or --node-url', () => {
+  assert.deepEqual(command(['setup'], { APPLICATIONS: 'sync/1.5,notes/1.0,sync/1.6', NODE_URL: 'http://localhost:8080/' }), {
+    kind: 'setup',
+    apps: ['sync', 'notes'],
+    url: 'http://localhost:8080',
+    capacity: 1000,
+    devIdpDir: '',
+  });
+  assert.deepEqual(command(['setup', '--node-url', 'http://gw', '--capacity', '5', '--dev-idp', '/idp']), {
+    kind: 'setup',
+    apps: ['sync'],
+    url: 'http://gw',
+    capacity: 5,
+    devIdpDir: '/idp',
+  });
+  usageError(['setup'], /--node-url \(or NODE_URL\) is required/);
+  usageError(['setup', '--node-url', 'http://gw'], /APPLICATIONS: expected name\/version/, { APPLICATIONS: 'sync' });
+});
+
+test('health: a host:port or an http(s) URL', () => {
+  assert.deepEqual(command(['health', '127.0.0.1:50051']), { kind: 'health', target: '127.0.0.1:50051', service: '' });
+  assert.deepEqual(command(['health', 'localhost:1', '--service', 'x.Y']), { kind: 'health', target: 'localhost:1', service: 'x.Y' });
+  assert.deepEqual(command(['health', 'http://127.0.0.1:8000/__lbheartbeat__']), {
+    kind: 'health',
+    target: 'http://127.0.0.1:8000/__lbheartbeat__',
+    service: '',
+  });
+  usageError(['health', 'localhost'], /<target>: must be host:port/);
+  usageError(['health', 'http://x/?q'], /<target>: must not carry a query/);
+});
+
+test('wholeNumber: absent, present, out of range, not a number', () => {
+  assert.equal(wholeNumber('--n', undefined), undefined);
+  assert.equal(wholeNumber('--n', '12'), 12);
+  assert.throws(() => wholeNumber('--n', ''), /--n: expected a whole number/);
+  assert.throws(() => wholeNumber('--n', true), /--n: expected a whole number/);
+  assert.throws(() => wholeNumber('--n', '0', 1), /--n: must be between 1/);
+});
+
+test('transportReason keeps the useful part of grpc-js transport errors', () => {
+  assert.equal(
+    transportReason('backend unavailable: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:9. Resolution note: '),
+    'connect ECONNREFUSED 127.0.0.1:9',
+  );
+  assert.equal(transportReason('backend unavailable: Deadline exceeded after 2.001s'), 'Deadline exceeded after 2.001s');
+  assert.equal(transportReason('Name resolution failed for target dns:x.invalid:1'), 'Name resolution failed for target dns:x.invalid:1');
+});

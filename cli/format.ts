@@ -1,0 +1,57 @@
+// Text output of the CLI: pure functions from gRPC replies to what a person
+// reads. (--json prints the replies themselves.)
+import type { Node } from '../lib/gen/nodeassign.js';
+import type { User } from '../lib/gen/directory.js';
+
+export function nodeState(n: Pick<Node, 'downed' | 'backoff'>): string {
+  const flags = [n.downed ? 'down' : '', n.backoff ? 'backoff' : ''].filter(Boolean);
+  return flags.length > 0 ? flags.join(',') : 'up';
+}
+
+/** Left-aligned columns, two spaces apart; the last column is not padded. */
+export function table(rows: string[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
+}
+
+export function formatNodes(nodes: Node[]): string {
+  if (nodes.length === 0) return 'no nodes\n';
+  return table([
+    ['APP', 'URL', 'CAPACITY', 'LOAD', 'AVAILABLE', 'STATE'],
+    ...nodes.map((n) => [n.service, n.url, String(n.capacity), String(n.currentLoad), String(n.available), nodeState(n)]),
+  ]);
+}
+
+export function formatNode(verb: string, n: Node): string {
+  return `${verb} ${n.service} ${n.url}: capacity ${n.capacity}, load ${n.currentLoad}, available ${n.available}, ${nodeState(n)}\n`;
+}
+
+export function formatRemoved(app: string, url: string, removed: boolean, unassigned: number): string {
+  const head = removed ? `removed ${app} ${url}` : `${app} ${url} was not registered (already removed?)`;
+  const users = unassigned === 1 ? '1 user' : `${unassigned} users`;
+  return `${head}; ${users} unassigned (they get a new node at their next login)\n`;
+}
+
+function when(ms: number): string {
+  return ms > 0 ? new Date(ms).toISOString() : '-';
+}
+
+export function formatUser(u: User): string {
+  const rows = [
+    ['app', u.service],
+    ['email', u.email],
+    ['uid', String(u.uid)],
+    ['node', u.node || '(none: assigned at next login)'],
+    ['generation', String(u.generation)],
+    ['client state', u.clientState || '(none)'],
+    ['seen states', u.seenClientStates.length > 0 ? u.seenClientStates.join(', ') : '(none)'],
+    ['created', when(u.createdAt)],
+    ['replaced', u.replaced.length > 0 ? '' : '(none)'],
+  ];
+  const head = rows.map(([k, v]) => `${`${k}:`.padEnd(14)}${v}`.trimEnd()).join('\n') + '\n';
+  return head + u.replaced.map((r) => `  uid ${r.uid} on ${r.node || '(no node)'}, replaced ${when(r.replacedAt)}\n`).join('');
+}
+
+export function formatSetup(results: Array<{ node: Node; created: boolean }>): string {
+  return results.map((r) => formatNode(r.created ? 'registered' : 'already registered', r.node)).join('');
+}
