@@ -155,6 +155,7 @@ describe('certificateClaims', () => {
       { principal: { email: 'a@b@c' } },
       { principal: { email: 'a b@c.example' } },
       { principal: { email: `${'a'.repeat(65)}@b.example` } },
+      { principal: { email: `a@${'b'.repeat(254)}` } },
       { iat: '1000' },
       { exp: undefined },
       { exp: '2000' },

@@ -142,6 +142,8 @@ function timeClaim(payload: Record<string, unknown>, name: string, what: string,
   return v;
 }
 
+/** The directory keys users by email and refuses longer ones. */
+const MAX_EMAIL_LENGTH = 255;
 const EMAIL = /^[^\s@\x00-\x1f\x7f]{1,64}@[^\s@\x00-\x1f\x7f]{1,255}$/;
 
 export interface CertificateClaims {
@@ -160,7 +162,7 @@ export function certificateClaims(payload: Record<string, unknown>, generationCl
   if (typeof issuer !== 'string' || issuer === '') throw new InvalidCredentials('certificate "iss" must be a string');
   const principal = payload.principal;
   const email = typeof principal === 'object' && principal !== null ? (principal as Record<string, unknown>).email : undefined;
-  if (typeof email !== 'string' || !EMAIL.test(email)) throw new InvalidCredentials('certificate "principal.email" must be an email address');
+  if (typeof email !== 'string' || email.length > MAX_EMAIL_LENGTH || !EMAIL.test(email)) throw new InvalidCredentials('certificate "principal.email" must be an email address');
   return {
     issuer,
     email,

@@ -16,6 +16,7 @@ import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, token
 import { allowMethods, GET_HEAD, type LoginDeps } from '../shared.js';
 
 export const TOKEN_PATH = '/1.0/:app/:version';
+const ASSIGN_ATTEMPTS = 3;
 
 interface TokenState {
   requestId: string;
@@ -73,11 +74,14 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   };
 
   const assignNode: TokenMiddleware = async function assignNode(ctx, next) {
-    const { app, user, requestId } = ctx.state;
-    if (user.node === '') {
+    const { app, requestId } = ctx.state;
+    // If another request assigned a node first, the directory answers with that one. If a
+    // concurrent client-state change gave the user a new uid meanwhile, that uid needs a node too.
+    for (let attempt = 0; ctx.state.user.node === ''; attempt++) {
+      if (attempt === ASSIGN_ATTEMPTS) throw new ServiceUnavailable('could not assign a node, try again', config.retryAfter);
+      const { email, uid } = ctx.state.user;
       const node = await backends.allocate(app, requestId);
-      // If another request assigned a node first, the directory answers with that one.
-      ctx.state.user = await backends.assignNode({ service: app, email: user.email, uid: user.uid, node }, requestId);
+      ctx.state.user = await backends.assignNode({ service: app, email, uid, node }, requestId);
     }
     await next();
   };

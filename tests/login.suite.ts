@@ -1,0 +1,496 @@
+// The login service end to end over real HTTP, against real directory and
+// nodeassign services over gRPC on one store. Reusable on any store:
+// `storeUrl()` gives a fresh, empty STORE_URL each call (null → every test is
+// skipped with `skipReason()`).
+import { after, before, describe, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { loginConfig, type Env } from '../lib/config.js';
+import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { NodeAssignClient } from '../lib/gen/nodeassign.js';
+import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../lib/idp.js';
+import { derivedSecret, nodeSecrets, parseToken } from '../lib/token.js';
+import { startDirectory } from '../services/directory/server.js';
+import { startNodeAssign } from '../services/nodeassign/server.js';
+import { startLogin, type RunningLogin } from '../services/login/server.js';
+import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
+
+const AUDIENCE = 'https://token.test.example';
+const MASTER_SECRETS = ['suite-master-secret-newest-0001', 'suite-master-secret-older-00002'];
+const NODES = { sync: 'https://sync-1.test.example', notes: 'https://notes-1.test.example' };
+const RS_ISSUER = 'rs.idp.example';
+const ES_ISSUER = 'es.idp.example';
+const DEADLINE_MS = 500;
+
+interface Keys {
+  rsIssuer: KeyPair;
+  esIssuer: KeyPair;
+  rogue: KeyPair;
+  esUser: KeyPair;
+  rsUser: KeyPair;
+}
+
+let keysOnce: Promise<Keys> | undefined;
+function keys(): Promise<Keys> {
+  keysOnce ??= (async () => {
+    const [rsIssuer, esIssuer, rogue, esUser, rsUser] = await Promise.all([
+      generateKey('RS256'),
+      generateKey('ES256'),
+      generateKey('ES256'),
+      generateKey('ES256'),
+      generateKey('RS256'),
+    ]);
+    return { rsIssuer, esIssuer, rogue, esUser, rsUser };
+  })();
+  return keysOnce;
+}
+
+const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface AuthOptions {
+  issuer?: typeof RS_ISSUER | typeof ES_ISSUER | string;
+  issuerKey?: KeyPair;
+  user?: KeyPair;
+  publicKey?: unknown;
+  signer?: KeyPair;
+  generation?: number;
+  certExpMs?: number;
+  expMs?: number;
+  audience?: string;
+  scheme?: string;
+}
+
+/** The running system: directory + nodeassign on one store, and login servers on top. */
+class System {
+  private logins: RunningLogin[] = [];
+  directoryPort = 0;
+  nodeAssignPort = 0;
+  private closers: Record<'directory' | 'nodeassign', (() => Promise<void>) | null> = { directory: null, nodeassign: null };
+  login!: RunningLogin;
+  keys!: Keys;
+  private emails = 0;
+
+  constructor(readonly storeUrl: string) {}
+
+  async start(): Promise<void> {
+    this.keys = await keys();
+    await this.startDirectory();
+    await this.startNodeAssign();
+    const client = new NodeAssignClient(`127.0.0.1:${this.nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+    try {
+      for (const [service, url] of Object.entries(NODES)) {
+        await call(client, client.addNode, { service, url, capacity: 1000 }, { deadlineMs: 5000, retryAfter: 1 });
+      }
+    } finally {
+      client.close();
+    }
+    this.login = await this.startLogin();
+  }
+
+  async startDirectory(): Promise<void> {
+    const d = await startDirectory({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
+    this.directoryPort = d.port;
+    this.closers.directory = d.close;
+  }
+
+  async startNodeAssign(): Promise<void> {
+    const n = await startNodeAssign({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.nodeAssignPort });
+    this.nodeAssignPort = n.port;
+    this.closers.nodeassign = n.close;
+  }
+
+  async stop(which: 'directory' | 'nodeassign'): Promise<void> {
+    await this.closers[which]?.();
+    this.closers[which] = null;
+  }
+
+  /** A login server on this system; `env` overrides the suite's settings. */
+  async startLogin(env: Env = {}): Promise<RunningLogin> {
+    const config = loginConfig(
+      {
+        APPLICATIONS: 'sync/1.5,notes/1.0,empty/1.0',
+        AUDIENCES: AUDIENCE,
+        MASTER_SECRETS: MASTER_SECRETS.join(','),
+        DIRECTORY_ADDR: `127.0.0.1:${this.directoryPort}`,
+        NODEASSIGN_ADDR: `127.0.0.1:${this.nodeAssignPort}`,
+        LOGIN_PORT: '0',
+        GRPC_DEADLINE_MS: String(DEADLINE_MS),
+        RETRY_AFTER: '7',
+        ...env,
+      },
+      {
+        trustedIssuers: new Map([
+          [RS_ISSUER, [this.keys.rsIssuer.publicJwk]],
+          [ES_ISSUER, [this.keys.esIssuer.publicJwk]],
+        ]),
+      },
+    );
+    const login = await startLogin(config);
+    this.logins.push(login);
+    return login;
+  }
+
+  async close(): Promise<void> {
+    for (const l of this.logins) await l.close();
+    await this.stop('nodeassign');
+    await this.stop('directory');
+  }
+
+  newEmail(): string {
+    return `user${++this.emails}@example.com`;
+  }
+
+  /** An Authorization header value for `email`, valid unless the options spoil it. */
+  async auth(email: string, o: AuthOptions = {}): Promise<string> {
+    const issuer = o.issuer ?? ES_ISSUER;
+    const issuerKey = o.issuerKey ?? (issuer === RS_ISSUER ? this.keys.rsIssuer : this.keys.esIssuer);
+    const user = o.user ?? this.keys.esUser;
+    const cert = await signCertificate(issuerKey, {
+      issuer,
+      email,
+      publicKey: (o.publicKey ?? user.publicJwk) as KeyPair['publicJwk'],
+      generation: o.generation,
+      expMs: o.certExpMs,
+    });
+    const assertion = await signAssertion(o.signer ?? user, { audience: o.audience ?? AUDIENCE, expMs: o.expMs });
+    return `${o.scheme ?? 'Assertion'} ${bundle(cert, assertion)}`;
+  }
+
+  /** A header whose certificate carries exactly `claims` (signed by the trusted ES issuer). */
+  async authWithClaims(certClaims: Record<string, unknown>, assertionClaims: Record<string, unknown> = { aud: AUDIENCE, exp: Date.now() + 60_000 }): Promise<string> {
+    const cert = await signJws(this.keys.esIssuer, certClaims);
+    return `Assertion ${bundle(cert, await signJws(this.keys.esUser, assertionClaims))}`;
+  }
+
+  get(path: string, headers: Record<string, string> = {}, opts: { method?: string; login?: RunningLogin } = {}): Promise<HttpResponse> {
+    return httpRequest(`${(opts.login ?? this.login).url}${path}`, { method: opts.method, headers });
+  }
+
+  async token(email: string, headers: Record<string, string> = {}, o: AuthOptions = {}, path = '/1.0/sync/1.5'): Promise<HttpResponse> {
+    return this.get(path, { Authorization: await this.auth(email, o), ...headers });
+  }
+}
+
+function assertError(res: HttpResponse, status: number, statusString: string, what = ''): void {
+  assert.equal(res.status, status, `${what} → ${res.status} ${res.text}`);
+  assert.equal(res.header('content-type'), 'application/json', what);
+  assert.equal(res.json?.status, statusString, `${what}: ${res.text}`);
+  assert.ok(Array.isArray(res.json.errors) && res.json.errors.length > 0, what);
+  for (const e of res.json.errors) {
+    assert.ok(['header', 'url', 'body', 'internal'].includes(e.location), what);
+    assert.equal(typeof e.name, 'string', what);
+    assert.equal(typeof e.description, 'string', what);
+  }
+}
+
+function assert401(res: HttpResponse, statusString: string, what = ''): void {
+  assertError(res, 401, statusString, what);
+  assert.deepEqual(res.headers.get('www-authenticate'), ['Assertion', 'BrowserID'], what);
+  assert.match(res.header('x-timestamp') ?? '', /^\d{10}$/, what);
+}
+
+function assert503(res: HttpResponse, what = ''): void {
+  assertError(res, 503, 'error', what);
+  assert.equal(res.header('retry-after'), '7', what);
+}
+
+export function loginSuite(name: string, storeUrl: () => Promise<string | null>, skipReason?: () => string): void {
+  const reason = () => skipReason?.() ?? 'no store available';
+
+  /** A test body that runs against a fresh system, or is skipped with the reason. */
+  function withSystem(title: string, register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void): void {
+    describe(title, () => {
+      let sys: System | null = null;
+      before(async () => {
+        const url = await storeUrl();
+        if (url === null) return;
+        sys = new System(url);
+        await sys.start();
+      });
+      after(async () => {
+        await sys?.close();
+      });
+      register((t, fn) =>
+        test(t, async (ctx) => {
+          if (!sys) {
+            ctx.skip(reason());
+            return;
+          }
+          await fn(sys, ctx);
+        }),
+      );
+    });
+  }
+
+  withSystem(`login over HTTP (${name})`, (it) => {
+    it('200: token, key, uid, api_endpoint, duration and hashalg; the token verifies with the node secret', async (sys) => {
+      const email = sys.newEmail();
+      const before = Math.floor(Date.now() / 1000);
+      const res = await sys.token(email);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.header('content-type'), 'application/json');
+      const ts = Number(res.header('x-timestamp'));
+      assert.ok(ts >= before && ts <= Math.floor(Date.now() / 1000), 'X-Timestamp is server time in seconds');
+      const body = res.json;
+      assert.deepEqual(Object.keys(body).sort(), ['api_endpoint', 'duration', 'hashalg', 'id', 'key', 'uid']);
+      assert.equal(body.hashalg, 'sha256');
+      assert.equal(body.duration, 3600);
+      assert.equal(body.api_endpoint, `${NODES.sync}/1.5/${body.uid}`);
+      const secrets = nodeSecrets(MASTER_SECRETS, NODES.sync);
+      const { payload, secret } = parseToken(body.id, secrets);
+      assert.equal(secret, secrets[0], 'signed with the newest secret');
+      assert.equal(payload.uid, body.uid);
+      assert.equal(payload.node, NODES.sync);
+      assert.match(payload.salt, /^[0-9a-f]{6}$/);
+      assert.ok(payload.expires >= before + 3600 && payload.expires <= Math.floor(Date.now() / 1000) + 3600);
+      assert.equal(payload.fxa_uid, email.split('@')[0]);
+      assert.equal(body.key, derivedSecret(body.id, payload.salt, secret));
+      assert.equal(body.key.length, 44);
+    });
+
+    it('the same user gets the same uid and node again; HEAD answers too; another app gets its own node', async (sys) => {
+      const email = sys.newEmail();
+      const first = await sys.token(email);
+      const again = await sys.token(email);
+      assert.equal(again.json.uid, first.json.uid);
+      assert.notEqual(again.json.id, first.json.id, 'a fresh salt per token');
+      const head = await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(email) }, { method: 'HEAD' });
+      assert.equal(head.status, 200);
+      assert.equal(head.text, '');
+      const notes = await sys.token(email, {}, {}, '/1.0/notes/1.0');
+      assert.equal(notes.status, 200, notes.text);
+      assert.equal(notes.json.api_endpoint, `${NODES.notes}/1.0/${notes.json.uid}`);
+    });
+
+    it('?duration=N shortens the token only when 0 < N < the configured duration', async (sys) => {
+      const email = sys.newEmail();
+      const short = await sys.token(email, {}, {}, '/1.0/sync/1.5?duration=60');
+      assert.equal(short.json.duration, 60);
+      const { payload } = parseToken(short.json.id, nodeSecrets(MASTER_SECRETS, NODES.sync));
+      assert.ok(payload.expires <= Math.floor(Date.now() / 1000) + 60);
+      for (const q of ['0', '-5', 'abc', '3600', '999999', '1.5', '']) {
+        const res = await sys.token(email, {}, {}, `/1.0/sync/1.5?duration=${q}`);
+        assert.equal(res.status, 200, q);
+        assert.equal(res.json.duration, 3600, q);
+      }
+    });
+
+    it('RS256 and ES256 issuers, RS256/ES256 user keys, the legacy BrowserID key form and the BrowserID scheme', async (sys) => {
+      const { rsUser } = sys.keys;
+      const cases: Array<[string, AuthOptions]> = [
+        ['RS256 issuer, ES256 user', { issuer: RS_ISSUER }],
+        ['ES256 issuer, RS256 user', { issuer: ES_ISSUER, user: rsUser }],
+        ['legacy RS public key', { issuer: RS_ISSUER, user: rsUser, publicKey: legacyRsaPublicKey(rsUser.publicJwk) }],
+        ['BrowserID scheme', { scheme: 'BrowserID' }],
+      ];
+      for (const [what, o] of cases) {
+        const res = await sys.token(sys.newEmail(), {}, o);
+        assert.equal(res.status, 200, `${what}: ${res.text}`);
+      }
+    });
+
+    it('404 for unknown applications, versions and paths; 405 with Allow for other methods on a known path', async (sys) => {
+      const auth = { Authorization: await sys.auth(sys.newEmail()) };
+      for (const p of ['/1.0/unknown/1.5', '/1.0/sync/9.9', '/2.0/sync/1.5', '/nothing', '/1.0/sync']) {
+        assertError(await sys.get(p, auth), 404, 'error', p);
+      }
+      assertError(await sys.get('/1.0/unknown/1.5', auth, { method: 'POST' }), 404, 'error', 'POST to an unknown app');
+      for (const method of ['POST', 'PUT', 'DELETE']) {
+        const res = await sys.get('/1.0/sync/1.5', auth, { method });
+        assertError(res, 405, 'error', method);
+        assert.equal(res.header('allow'), 'GET, HEAD');
+      }
+      const hb = await sys.get('/__heartbeat__', {}, { method: 'POST' });
+      assertError(hb, 405, 'error', 'POST heartbeat');
+    });
+
+    it('406 when Accept excludes JSON; checks run in the DESIGN order', async (sys) => {
+      const email = sys.newEmail();
+      assertError(await sys.token(email, { Accept: 'text/html' }), 406, 'error', 'text/html');
+      assert.equal((await sys.token(email, { Accept: 'text/html, */*;q=0.1' })).status, 200);
+      assert.equal((await sys.token(email, { Accept: 'application/json' })).status, 200);
+      // 406 before 400 before 401.
+      assertError(await sys.get('/1.0/sync/1.5', { Accept: 'text/html', 'X-Client-State': 'not valid!' }), 406, 'error');
+      assertError(await sys.get('/1.0/sync/1.5', { 'X-Client-State': 'not valid!' }), 400, 'error');
+      // 405 before 406.
+      assertError(await sys.get('/1.0/sync/1.5', { Accept: 'text/html' }, { method: 'POST' }), 405, 'error');
+    });
+
+    it('400 for a malformed X-Client-State', async (sys) => {
+      for (const v of ['f'.repeat(33), 'a b', 'a/b', 'a,b']) {
+        const res = await sys.token(sys.newEmail(), { 'X-Client-State': v });
+        assertError(res, 400, 'error', v);
+        assert.equal(res.json.errors[0].name, 'X-Client-State');
+      }
+    });
+
+    it('401 "error" for a missing or unparseable Authorization or an unknown scheme, with challenges and X-Timestamp', async (sys) => {
+      assert401(await sys.get('/1.0/sync/1.5'), 'error', 'no header');
+      for (const h of ['Bearer abc', 'Hawk id="x"', 'Assertion', 'Assertion a~b c', 'Assertion    ']) {
+        assert401(await sys.get('/1.0/sync/1.5', { Authorization: h }), 'error', h);
+      }
+    });
+
+    it('401 invalid-credentials: untrusted issuer, wrong issuer key, wrong audience, assertion signed by another key', async (sys) => {
+      const { rogue, rsUser } = sys.keys;
+      const cases: Array<[string, AuthOptions]> = [
+        ['untrusted issuer', { issuer: 'evil.example', issuerKey: rogue }],
+        ['certificate signed by a key the issuer does not have', { issuer: ES_ISSUER, issuerKey: rogue }],
+        ['wrong audience', { audience: 'https://elsewhere.example' }],
+        ['assertion signed by another key', { signer: rogue }],
+        ['assertion signed with another key type', { signer: rsUser }],
+      ];
+      for (const [what, o] of cases) assert401(await sys.token(sys.newEmail(), {}, o), 'invalid-credentials', what);
+    });
+
+    it('401 invalid-credentials for malformed input: base64, JSON, segments, claim types; never a 500', async (sys) => {
+      const good = (await sys.auth(sys.newEmail())).slice('Assertion '.length);
+      const [cert, assertion] = good.split('~');
+      const [h, p, s] = cert.split('.');
+      const now = Date.now();
+      const claims = { iss: ES_ISSUER, iat: now, exp: now + 60_000, principal: { email: sys.newEmail() }, 'public-key': sys.keys.esUser.publicJwk };
+      const headers: Array<[string, string]> = [
+        ['broken base64', `Assertion ${h}.%%%.${s}~${assertion}`],
+        ['bad JSON', `Assertion ${h}.${b64('{"iss": ')}.${s}~${assertion}`],
+        ['JSON array payload', `Assertion ${h}.${b64([1, 2])}.${s}~${assertion}`],
+        ['two segments', `Assertion ${h}.${p}~${assertion}`],
+        ['four segments', `Assertion ${cert}.${s}~${assertion}`],
+        ['no assertion', `Assertion ${cert}`],
+        ['three bundle parts', `Assertion ${cert}~${cert}~${assertion}`],
+        ['alg none', `Assertion ${b64({ alg: 'none' })}.${p}.~${assertion}`],
+        ['alg HS256', `Assertion ${b64({ alg: 'HS256' })}.${p}.${s}~${assertion}`],
+        ['garbage', `Assertion ${'x'.repeat(8000)}`],
+        ['exp as a string', await sys.authWithClaims({ ...claims, exp: String(now + 60_000) })],
+        ['huge exp', await sys.authWithClaims({ ...claims, exp: 1e300 })],
+        ['email as a number', await sys.authWithClaims({ ...claims, principal: { email: 42 } })],
+        ['public-key missing', await sys.authWithClaims({ ...claims, 'public-key': undefined })],
+        ['legacy DSA key', await sys.authWithClaims({ ...claims, 'public-key': { algorithm: 'DS', y: '1', p: '2', q: '3', g: '4' } })],
+        ['aud as a number', await sys.authWithClaims(claims, { aud: 42, exp: now + 60_000 })],
+      ];
+      for (const [what, value] of headers) assert401(await sys.get('/1.0/sync/1.5', { Authorization: value }), 'invalid-credentials', what);
+    });
+
+    it('a header beyond node’s limit is refused (431) without harming the server', async (sys) => {
+      const res = await sys.get('/1.0/sync/1.5', { Authorization: `Assertion ${'a'.repeat(40_000)}~b` });
+      assert.ok(res.status === 431 || res.status === 400, `got ${res.status}`);
+      assert.equal((await sys.token(sys.newEmail())).status, 200);
+    });
+
+    it('401 invalid-timestamp for an expired certificate or assertion', async (sys) => {
+      const past = Date.now() - 10 * 60_000;
+      assert401(await sys.token(sys.newEmail(), {}, { certExpMs: past }), 'invalid-timestamp', 'certificate');
+      assert401(await sys.token(sys.newEmail(), {}, { expMs: past }), 'invalid-timestamp', 'assertion');
+    });
+
+    it('401 invalid-generation for a malformed generation claim and for an older generation', async (sys) => {
+      const now = Date.now();
+      const claims = { iss: ES_ISSUER, iat: now, exp: now + 60_000, principal: { email: sys.newEmail() }, 'public-key': sys.keys.esUser.publicJwk };
+      for (const g of [-1, 1.5, '7', 1e20, null]) {
+        assert401(await sys.get('/1.0/sync/1.5', { Authorization: await sys.authWithClaims({ ...claims, 'fxa-generation': g }) }), 'invalid-generation', String(g));
+      }
+      const email = sys.newEmail();
+      const uid = (await sys.token(email, {}, { generation: 5 })).json.uid;
+      assert401(await sys.token(email, {}, { generation: 4 }), 'invalid-generation', 'older');
+      assert.equal((await sys.token(email, {}, { generation: 6 })).json.uid, uid);
+      assert401(await sys.token(email, {}, { generation: 5 }), 'invalid-generation', 'older than the newly recorded one');
+      assert.equal((await sys.token(email)).json.uid, uid, 'no generation claim leaves the record alone');
+    });
+
+    it('client-state sequence without generations: change → new uid; going back or to empty → invalid-client-state', async (sys) => {
+      const email = sys.newEmail();
+      const a = await sys.token(email);
+      const b = await sys.token(email, { 'X-Client-State': 'aaaa' });
+      assert.equal(b.status, 200, b.text);
+      assert.notEqual(b.json.uid, a.json.uid, 'a new client state gets a new uid');
+      assert.equal(parseToken(b.json.id, nodeSecrets(MASTER_SECRETS, NODES.sync)).payload.fxa_kid, '0000000000000-qqo');
+      assert401(await sys.token(email), 'invalid-client-state', 'empty after non-empty');
+      const c = await sys.token(email, { 'X-Client-State': 'bbbb' });
+      assert.equal(c.status, 200);
+      assert.notEqual(c.json.uid, b.json.uid);
+      assert401(await sys.token(email, { 'X-Client-State': 'aaaa' }), 'invalid-client-state', 'a state seen before');
+      assert.equal((await sys.token(email, { 'X-Client-State': 'bbbb' })).json.uid, c.json.uid);
+    });
+
+    it('client-state sequence with generations: a new state needs a generation increase', async (sys) => {
+      const email = sys.newEmail();
+      const a = await sys.token(email, { 'X-Client-State': 'aaaa' }, { generation: 10 });
+      assert.equal(a.status, 200, a.text);
+      assert401(await sys.token(email, { 'X-Client-State': 'bbbb' }, { generation: 10 }), 'invalid-client-state', 'same generation');
+      const b = await sys.token(email, { 'X-Client-State': 'bbbb' }, { generation: 11 });
+      assert.equal(b.status, 200, b.text);
+      assert.notEqual(b.json.uid, a.json.uid);
+      assert401(await sys.token(email, { 'X-Client-State': 'bbbb' }, { generation: 10 }), 'invalid-generation');
+      assert.equal((await sys.token(email, { 'X-Client-State': 'bbbb' }, { generation: 12 })).json.uid, b.json.uid);
+    });
+
+    it('403 new-users-disabled when new users are off; known users still log in', async (sys) => {
+      const known = sys.newEmail();
+      assert.equal((await sys.token(known)).status, 200);
+      const closed = await sys.startLogin({ ALLOW_NEW_USERS: 'false' });
+      const fresh = await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail()) }, { login: closed });
+      assertError(fresh, 403, 'new-users-disabled');
+      assert.equal((await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(known) }, { login: closed })).status, 200);
+    });
+
+    it('503 with Retry-After when no node has room for the application', async (sys) => {
+      assert503(await sys.token(sys.newEmail(), {}, {}, '/1.0/empty/1.0'), 'no node');
+    });
+
+    it('503 with Retry-After on every token request in maintenance mode; heartbeats still answer', async (sys) => {
+      const m = await sys.startLogin({ MAINTENANCE_MODE: 'true' });
+      assert503(await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail()) }, { login: m }), 'maintenance');
+      assert503(await sys.get('/1.0/sync/1.5', {}, { login: m }), 'maintenance without credentials');
+      assert.equal((await sys.get('/__lbheartbeat__', {}, { login: m })).status, 200);
+    });
+
+    it('/__heartbeat__, /__lbheartbeat__ and /__version__', async (sys) => {
+      const hb = await sys.get('/__heartbeat__');
+      assert.equal(hb.status, 200, hb.text);
+      assert.deepEqual(hb.json.checks, { directory: 'ok', nodeassign: 'ok' });
+      assert.equal((await sys.get('/__lbheartbeat__')).status, 200);
+      const v = await sys.get('/__version__');
+      assert.equal(v.status, 200);
+      assert.equal(v.json.name, 'tokenserver');
+      assert.match(v.json.version, /^\d+\.\d+\.\d+/);
+    });
+  });
+
+  withSystem(`login with a backend down (${name})`, (it) => {
+    async function until200(sys: System, what: string): Promise<void> {
+      for (let i = 0; i < 100; i++) {
+        const res = await sys.token(sys.newEmail());
+        if (res.status === 200) return;
+        await sleep(100);
+      }
+      assert.fail(`${what}: login did not recover`);
+    }
+
+    it('directory down: 503 with Retry-After quickly and a failing heartbeat; recovers once restarted on the same port', async (sys) => {
+      await until200(sys, 'before');
+      await sys.stop('directory');
+      const started = Date.now();
+      assert503(await sys.token(sys.newEmail()), 'directory down');
+      // Bounded by the gRPC deadline, not a hang.
+      assert.ok(Date.now() - started < DEADLINE_MS * 6, `took ${Date.now() - started} ms`);
+      const hb = await sys.get('/__heartbeat__');
+      assert.equal(hb.status, 503);
+      assert.equal(hb.header('retry-after'), '7');
+      assert.deepEqual(hb.json.checks, { directory: 'unavailable', nodeassign: 'ok' });
+      assert.equal((await sys.get('/__lbheartbeat__')).status, 200);
+      await sys.startDirectory();
+      await until200(sys, 'after restart');
+      assert.equal((await sys.get('/__heartbeat__')).status, 200);
+    });
+
+    it('nodeassign down: a user with a node still logs in, a new user gets 503; recovers after restart', async (sys) => {
+      const known = sys.newEmail();
+      assert.equal((await sys.token(known)).status, 200);
+      await sys.stop('nodeassign');
+      assert.equal((await sys.token(known)).status, 200, 'no allocation needed');
+      assert503(await sys.token(sys.newEmail()), 'nodeassign down');
+      assert.deepEqual((await sys.get('/__heartbeat__')).json.checks, { directory: 'ok', nodeassign: 'unavailable' });
+      await sys.startNodeAssign();
+      await until200(sys, 'after restart');
+    });
+  });
+}
