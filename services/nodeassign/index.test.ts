@@ -1,0 +1,25 @@
+// The entry point as a process: starts from the environment, stops on SIGTERM, refuses bad config.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { runEntryPoint, tempStoreUrl } from '../directory/testkit.js';
+
+const entry = fileURLToPath(new URL('./index.ts', import.meta.url));
+
+test('nodeassign entry point: listens, logs its port, exits 0 on SIGTERM', async () => {
+  const temp = tempStoreUrl('nodeassign-entry-');
+  try {
+    const run = await runEntryPoint(entry, { STORE_URL: temp.storeUrl, NODEASSIGN_PORT: '0' }, /nodeassign listening/);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /"port":\d+/);
+    assert.match(run.stdout, /nodeassign stopping/);
+  } finally {
+    temp.cleanup();
+  }
+});
+
+test('nodeassign entry point: invalid configuration prints the variable and exits 1', async () => {
+  const run = await runEntryPoint(entry, { RELEASE_RATE: '2', NODEASSIGN_PORT: '0' }, /listening/);
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /^RELEASE_RATE: must be a number between/);
+});

@@ -1,0 +1,117 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BadRequest } from '../../lib/errors.js';
+import {
+  capacityProblem,
+  initialAvailable,
+  isEligible,
+  nodeInputProblem,
+  pickNode,
+  rankNodes,
+  releasedAvailable,
+  serviceProblem,
+  urlProblem,
+} from './rules.js';
+import type { NodeRecord } from './store.js';
+
+function node(o: Partial<NodeRecord> = {}): NodeRecord {
+  return { service: 'sync', url: 'https://n.example.com', capacity: 100, currentLoad: 10, available: 5, downed: false, backoff: false, ...o };
+}
+
+test('isEligible: every condition can exclude a node', () => {
+  assert.equal(isEligible(node()), true);
+  assert.equal(isEligible(node({ available: 0 })), false, 'no slots');
+  assert.equal(isEligible(node({ available: -1 })), false, 'negative slots');
+  assert.equal(isEligible(node({ currentLoad: 100 })), false, 'full');
+  assert.equal(isEligible(node({ currentLoad: 101 })), false, 'over capacity');
+  assert.equal(isEligible(node({ capacity: 0, currentLoad: 0 })), false, 'zero capacity');
+  assert.equal(isEligible(node({ downed: true })), false, 'downed');
+  assert.equal(isEligible(node({ backoff: true })), false, 'backoff');
+});
+
+test('pickNode: lowest load ratio wins, not lowest load', () => {
+  const big = node({ url: 'https://big.example.com', capacity: 1000, currentLoad: 50 }); // 0.05
+  const small = node({ url: 'https://small.example.com', capacity: 10, currentLoad: 1 }); // 0.1
+  assert.equal(pickNode([small, big])?.url, big.url);
+});
+
+test('pickNode: ties go to the lowest url, whatever the input order', () => {
+  const a = node({ url: 'https://a.example.com', capacity: 10, currentLoad: 5 });
+  const b = node({ url: 'https://b.example.com', capacity: 100, currentLoad: 50 });
+  assert.equal(pickNode([b, a])?.url, a.url);
+  assert.equal(pickNode([a, b])?.url, a.url);
+});
+
+test('pickNode: skips ineligible nodes; null when none is left', () => {
+  const downed = node({ url: 'https://a.example.com', currentLoad: 0, downed: true });
+  const ok = node({ url: 'https://b.example.com', currentLoad: 90 });
+  assert.equal(pickNode([downed, ok])?.url, ok.url);
+  assert.equal(pickNode([downed]), null);
+  assert.equal(pickNode([]), null);
+});
+
+test('rankNodes: the whole eligible list in allocation order', () => {
+  const nodes = [
+    node({ url: 'https://c.example.com', currentLoad: 30 }),
+    node({ url: 'https://a.example.com', currentLoad: 20, backoff: true }),
+    node({ url: 'https://b.example.com', currentLoad: 30 }),
+    node({ url: 'https://d.example.com', currentLoad: 0 }),
+  ];
+  assert.deepEqual(rankNodes(nodes).map((n) => n.url), ['https://d.example.com', 'https://b.example.com', 'https://c.example.com']);
+});
+
+test('initialAvailable: ceil(capacity × rate), bounded by capacity, free of float noise', () => {
+  assert.equal(initialAvailable(100, 0.1), 10);
+  assert.equal(initialAvailable(101, 0.1), 11);
+  assert.equal(initialAvailable(3, 0.1), 1);
+  assert.equal(initialAvailable(100, 0.7), 70);
+  assert.equal(initialAvailable(10, 1), 10);
+  assert.equal(initialAvailable(0, 0.5), 0);
+  assert.equal(initialAvailable(1_000_001, 0.1), 100_001);
+});
+
+test('releasedAvailable: ceil(capacity × rate), at most the room left, never negative', () => {
+  assert.equal(releasedAvailable(node({ capacity: 100, currentLoad: 10 }), 0.1), 10);
+  assert.equal(releasedAvailable(node({ capacity: 100, currentLoad: 95 }), 0.1), 5);
+  assert.equal(releasedAvailable(node({ capacity: 100, currentLoad: 100 }), 0.1), 0);
+  assert.equal(releasedAvailable(node({ capacity: 100, currentLoad: 120 }), 0.1), 0);
+  assert.equal(releasedAvailable(node({ capacity: 100, currentLoad: 0 }), 0.7), 70);
+});
+
+test('serviceProblem and capacityProblem', () => {
+  assert.equal(serviceProblem('sync'), null);
+  assert.ok(serviceProblem('') instanceof BadRequest);
+  assert.ok(serviceProblem('s'.repeat(256)) instanceof BadRequest);
+  assert.equal(capacityProblem(0), null);
+  assert.equal(capacityProblem(10_000), null);
+  for (const bad of [-1, 1.5, Number.NaN, Number.MAX_SAFE_INTEGER + 1]) assert.ok(capacityProblem(bad) instanceof BadRequest, String(bad));
+});
+
+test('urlProblem: absolute http(s) without trailing slash, query, fragment or credentials', () => {
+  for (const ok of ['https://node1.example.com', 'http://127.0.0.1:8080', 'https://example.com/storage']) assert.equal(urlProblem(ok), null, ok);
+  const bad: Array<[string, RegExp]> = [
+    ['', /1 to 2048/],
+    ['https://' + 'a'.repeat(2048), /1 to 2048/],
+    ['node1.example.com', /absolute URL/],
+    ['ftp://node1.example.com', /http or https/],
+    ['https://node1.example.com/', /slash/],
+    [' https://node1.example.com', /spaces/],
+    ['https://node1.example.com?x=1', /query or fragment/],
+    ['https://node1.example.com?', /query or fragment/],
+    ['https://node1.example.com#top', /query or fragment/],
+    ['https://user:pw@node1.example.com', /credentials/],
+  ];
+  for (const [url, why] of bad) {
+    const problem = urlProblem(url);
+    assert.ok(problem instanceof BadRequest, url);
+    assert.match(problem.message, why, url);
+  }
+});
+
+test('nodeInputProblem: the first problem of service, url and (when given) capacity', () => {
+  assert.equal(nodeInputProblem({ service: 'sync', url: 'https://a.example.com', capacity: 5 }), null);
+  assert.equal(nodeInputProblem({ service: 'sync', url: 'https://a.example.com' }), null);
+  assert.match(nodeInputProblem({ service: '', url: 'nope', capacity: -1 })!.message, /service/);
+  assert.match(nodeInputProblem({ service: 'sync', url: 'nope', capacity: -1 })!.message, /url/);
+  assert.match(nodeInputProblem({ service: 'sync', url: 'https://a.example.com', capacity: -1 })!.message, /capacity/);
+});

@@ -1,0 +1,79 @@
+// Allocation rules (DESIGN §3 step 7) as pure functions: which nodes may take
+// a user, which one should, and how many slots to open when none is left.
+import { url } from '../../lib/config.js';
+import { BadRequest, ConfigError } from '../../lib/errors.js';
+import type { NodeRecord } from './store.js';
+
+/** A node may take a new user: slots left, room below capacity, up, not backing off. */
+export function isEligible(node: NodeRecord): boolean {
+  return node.available > 0 && node.currentLoad < node.capacity && !node.downed && !node.backoff;
+}
+
+export function loadRatio(node: NodeRecord): number {
+  return node.currentLoad / node.capacity;
+}
+
+/** Eligible nodes, least loaded (load / capacity) first; ties by url so the order is deterministic. */
+export function rankNodes(nodes: NodeRecord[]): NodeRecord[] {
+  return nodes
+    .filter(isEligible)
+    .sort((a, b) => loadRatio(a) - loadRatio(b) || (a.url < b.url ? -1 : a.url > b.url ? 1 : 0));
+}
+
+export function pickNode(candidates: NodeRecord[]): NodeRecord | null {
+  return rankNodes(candidates)[0] ?? null;
+}
+
+// capacity × rate carries float noise (100 × 0.7 = 70.00000000000001); a
+// relative epsilon keeps such products from rounding up a whole slot.
+function ceilShare(capacity: number, rate: number): number {
+  const x = capacity * rate;
+  return Math.ceil(x - x * 1e-12);
+}
+
+/** Slots a new node opens with: ceil(capacity × rate), at most capacity. */
+export function initialAvailable(capacity: number, rate: number): number {
+  return Math.min(ceilShare(capacity, rate), capacity);
+}
+
+/** Slots to open on an exhausted node: ceil(capacity × rate), at most the room left (never negative). */
+export function releasedAvailable(node: NodeRecord, rate: number): number {
+  return Math.max(0, Math.min(ceilShare(node.capacity, rate), node.capacity - node.currentLoad));
+}
+
+const MAX_FIELD = 255;
+const MAX_URL = 2048;
+
+export function serviceProblem(service: string): BadRequest | null {
+  if (service === '' || service.length > MAX_FIELD) return new BadRequest('service must be 1 to 255 characters');
+  return null;
+}
+
+/** A node URL as tokens and api_endpoint use it: absolute http(s), no trailing slash, query or fragment. */
+export function urlProblem(value: string): BadRequest | null {
+  if (value === '' || value.length > MAX_URL) return new BadRequest('url must be 1 to 2048 characters');
+  let canonical: string;
+  try {
+    // The same check NODE_URL gets at the gateway, so a node we hand out is one a gateway accepts.
+    canonical = url({ url: value }, 'url');
+  } catch (err) {
+    if (err instanceof ConfigError) return new BadRequest(err.message);
+    throw err;
+  }
+  if (canonical !== value) return new BadRequest('url must not end with a slash or carry surrounding spaces');
+  // An empty query or fragment ('…?', '…#') parses as none, but would still end up in api_endpoint.
+  if (/[?#]/.test(value)) return new BadRequest('url must not carry a query or fragment');
+  const { username, password } = new URL(value);
+  if (username || password) return new BadRequest('url must not carry credentials');
+  return null;
+}
+
+export function capacityProblem(capacity: number): BadRequest | null {
+  if (!Number.isSafeInteger(capacity) || capacity < 0) return new BadRequest('capacity must be a non-negative integer');
+  return null;
+}
+
+/** The first problem with a node's identifying fields and (when given) its capacity, or null. */
+export function nodeInputProblem(input: { service: string; url: string; capacity?: number }): BadRequest | null {
+  return serviceProblem(input.service) ?? urlProblem(input.url) ?? (input.capacity === undefined ? null : capacityProblem(input.capacity));
+}

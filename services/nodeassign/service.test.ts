@@ -1,0 +1,204 @@
+// The NodeAssign service over real gRPC on a loopback port, on a temp SQLite file.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { NodeAssignClient, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
+import { call, CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
+import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
+import { healthStatus, tempStoreUrl } from '../directory/testkit.js';
+import { startNodeAssign, type RunningNodeAssign } from './server.js';
+import { allocate } from './service.js';
+import { SqliteNodeStore } from './store-sqlite.js';
+import { sampleNode } from './store.contract.js';
+
+const RELEASE_RATE = 0.1;
+const temp = tempStoreUrl('nodeassign-service-');
+let server: RunningNodeAssign;
+let client: NodeAssignClient;
+
+before(async () => {
+  server = await startNodeAssign({ storeUrl: temp.storeUrl, port: 0, releaseRate: RELEASE_RATE });
+  client = new NodeAssignClient(`127.0.0.1:${server.port}`, insecure(), CLIENT_OPTIONS);
+});
+
+after(async () => {
+  client.close();
+  await server.close();
+  temp.cleanup();
+});
+
+const opts = { deadlineMs: 10_000, retryAfter: 7 };
+let services = 0;
+/** Each test works on its own application, so tests do not see each other's nodes. */
+const freshService = () => `app${++services}`;
+
+const addNode = (service: string, url: string, capacity: number) =>
+  call(client, client.addNode, { service, url, capacity }, opts).then((r) => r.node!);
+const updateNode = (req: UpdateNodeRequest) => call(client, client.updateNode, req, opts).then((r) => r.node!);
+const listNodes = (service: string) => call(client, client.listNodes, { service }, opts).then((r) => r.nodes);
+const removeNode = (service: string, url: string) => call(client, client.removeNode, { service, url }, opts).then((r) => r.node!);
+const allocateNode = (service: string) => call(client, client.allocate, { service }, opts).then((r) => r.node!);
+
+async function settle(promises: Array<Promise<Node>>): Promise<{ nodes: Node[]; errors: ProtocolError[] }> {
+  const results = await Promise.allSettled(promises);
+  const nodes: Node[] = [];
+  const errors: ProtocolError[] = [];
+  for (const r of results) {
+    if (r.status === 'fulfilled') nodes.push(r.value);
+    else {
+      assert.ok(r.reason instanceof ProtocolError, String(r.reason));
+      errors.push(r.reason);
+    }
+  }
+  return { nodes, errors };
+}
+
+test('health check answers SERVING for the server and the NodeAssign service', async () => {
+  assert.equal(await healthStatus(server.port, ''), 'SERVING');
+  assert.equal(await healthStatus(server.port, 'tokenserver.nodeassign.v1.NodeAssign'), 'SERVING');
+});
+
+test('AddNode opens ceil(capacity × release rate) slots; a duplicate → Conflict', async () => {
+  const service = freshService();
+  const node = await addNode(service, 'https://n1.example.com', 95);
+  assert.deepEqual(node, { service, url: 'https://n1.example.com', capacity: 95, currentLoad: 0, available: 10, downed: false, backoff: false });
+  await assert.rejects(addNode(service, 'https://n1.example.com', 5), (e: unknown) => e instanceof Conflict && e.status === 409);
+  assert.equal((await listNodes(service))[0].capacity, 95, 'the first node stays');
+});
+
+test('admin RPCs reject bad input with BadRequest', async () => {
+  const service = freshService();
+  await assert.rejects(addNode(service, 'https://n.example.com/', 5), BadRequest);
+  await assert.rejects(addNode(service, 'not a url', 5), BadRequest);
+  await assert.rejects(addNode(service, 'https://n.example.com', -1), BadRequest);
+  await assert.rejects(addNode('', 'https://n.example.com', 5), BadRequest);
+  await assert.rejects(updateNode({ service, url: 'https://n.example.com', capacity: -5 }), BadRequest);
+  await assert.rejects(removeNode(service, ''), BadRequest);
+  await assert.rejects(allocateNode(''), BadRequest);
+  assert.deepEqual(await listNodes(service), []);
+});
+
+test('UpdateNode changes capacity, downed and backoff; a missing node → RecordNotFound', async () => {
+  const service = freshService();
+  const url = 'https://n.example.com';
+  await addNode(service, url, 10);
+  assert.equal((await updateNode({ service, url, downed: true })).downed, true);
+  const n = await updateNode({ service, url, capacity: 20, backoff: true });
+  assert.deepEqual([n.capacity, n.downed, n.backoff], [20, true, true], 'fields not given are kept');
+  const back = await updateNode({ service, url, downed: false, backoff: false });
+  assert.deepEqual([back.capacity, back.downed, back.backoff], [20, false, false]);
+  await assert.rejects(updateNode({ service, url: 'https://missing.example.com', downed: true }), RecordNotFound);
+});
+
+test('ListNodes by service and for every service; RemoveNode returns the node, then RecordNotFound', async () => {
+  const a = freshService();
+  const b = freshService();
+  await addNode(a, 'https://y.example.com', 1);
+  await addNode(a, 'https://x.example.com', 1);
+  await addNode(b, 'https://x.example.com', 1);
+  assert.deepEqual((await listNodes(a)).map((n) => n.url), ['https://x.example.com', 'https://y.example.com']);
+  const all = (await listNodes('')).filter((n) => n.service === a || n.service === b).map((n) => `${n.service} ${n.url}`);
+  assert.deepEqual(all, [`${a} https://x.example.com`, `${a} https://y.example.com`, `${b} https://x.example.com`]);
+  assert.equal((await removeNode(a, 'https://x.example.com')).url, 'https://x.example.com');
+  await assert.rejects(removeNode(a, 'https://x.example.com'), (e: unknown) => e instanceof RecordNotFound && e.status === 404);
+  assert.equal((await listNodes(b)).length, 1);
+});
+
+test('Allocate: no node → NoNodeAvailable (503) with the caller\'s Retry-After', async () => {
+  const err = await allocateNode(freshService()).catch((e: unknown) => e);
+  assert.ok(err instanceof NoNodeAvailable, String(err));
+  assert.equal(err.status, 503);
+  assert.equal(err.headers['Retry-After'], '7');
+});
+
+test('Allocate: downed, backed-off and full nodes are never chosen', async () => {
+  const service = freshService();
+  await addNode(service, 'https://down.example.com', 100);
+  await addNode(service, 'https://back.example.com', 100);
+  await addNode(service, 'https://zero.example.com', 0);
+  await updateNode({ service, url: 'https://down.example.com', downed: true });
+  await updateNode({ service, url: 'https://back.example.com', backoff: true });
+  await assert.rejects(allocateNode(service), NoNodeAvailable);
+  await updateNode({ service, url: 'https://back.example.com', backoff: false });
+  assert.equal((await allocateNode(service)).url, 'https://back.example.com');
+});
+
+test('Allocate: spreads users to the least loaded node by load/capacity', async () => {
+  const service = freshService();
+  await addNode(service, 'https://big.example.com', 300);
+  await addNode(service, 'https://small.example.com', 100);
+  const picks: string[] = [];
+  for (let i = 0; i < 8; i++) picks.push((await allocateNode(service)).url);
+  const nodes = await listNodes(service);
+  const load = Object.fromEntries(nodes.map((n) => [n.url, n.currentLoad]));
+  assert.deepEqual(load, { 'https://big.example.com': 6, 'https://small.example.com': 2 });
+  assert.equal(picks[0], 'https://big.example.com', 'ties (both empty) go to the lowest url');
+});
+
+test('Allocate under concurrency never exceeds capacity, and fills it completely', async () => {
+  const service = freshService();
+  await addNode(service, 'https://a.example.com', 7);
+  await addNode(service, 'https://b.example.com', 5);
+  const { nodes, errors } = await settle(Array.from({ length: 30 }, () => allocateNode(service)));
+  assert.equal(nodes.length, 12);
+  assert.equal(errors.length, 18);
+  assert.ok(errors.every((e) => e instanceof NoNodeAvailable), errors.map((e) => e.name).join());
+  const after = await listNodes(service);
+  for (const n of after) assert.equal(n.currentLoad, n.capacity, n.url);
+  // Each successful reply saw its own increment: no load value was handed out twice per node.
+  for (const url of ['https://a.example.com', 'https://b.example.com']) {
+    const loads = nodes.filter((n) => n.url === url).map((n) => n.currentLoad).sort((x, y) => x - y);
+    assert.deepEqual(loads, Array.from({ length: loads.length }, (_, i) => i + 1), url);
+  }
+});
+
+test('Allocate releases ceil(capacity × rate) slots, at most the room left, when every node is exhausted', async () => {
+  const service = freshService();
+  const url = 'https://r.example.com';
+  await addNode(service, url, 25); // 3 slots to start with
+  const loads: number[] = [];
+  for (let i = 0; i < 4; i++) loads.push((await allocateNode(service)).currentLoad);
+  assert.deepEqual(loads, [1, 2, 3, 4]);
+  let [n] = await listNodes(service);
+  assert.equal(n.available, 2, 'the 4th allocation released 3 more slots and took one');
+  for (let i = 0; i < 21; i++) await allocateNode(service);
+  [n] = await listNodes(service);
+  assert.equal(n.currentLoad, 25);
+  assert.equal(n.available, 0, 'released slots never go beyond capacity');
+  await assert.rejects(allocateNode(service), NoNodeAvailable);
+});
+
+test('Allocate on an exhausted node under concurrency: releases never push the load beyond capacity', async () => {
+  const service = freshService();
+  const url = 'https://rc.example.com';
+  await addNode(service, url, 40); // 4 slots
+  for (let i = 0; i < 4; i++) await allocateNode(service);
+  const { nodes, errors } = await settle(Array.from({ length: 50 }, () => allocateNode(service)));
+  assert.equal(nodes.length, 36);
+  assert.equal(errors.length, 14);
+  const [n] = await listNodes(service);
+  assert.equal(n.currentLoad, 40);
+});
+
+test('allocate on a store with 10,000 nodes reads only a few candidates', async () => {
+  const t = tempStoreUrl('nodeassign-many-');
+  const store = SqliteNodeStore.open(t.storeUrl.slice('sqlite:'.length));
+  try {
+    for (let i = 0; i < 10_000; i++) {
+      await store.add(sampleNode({ url: `https://n${String(i).padStart(5, '0')}.example.com`, capacity: 100, currentLoad: 50 + (i % 50), available: 5 }));
+    }
+    await store.add(sampleNode({ url: 'https://emptiest.example.com', capacity: 1000, currentLoad: 1, available: 5 }));
+    let read = 0;
+    const candidates = store.candidates.bind(store);
+    store.candidates = async (service, limit) => {
+      const found = await candidates(service, limit);
+      read += found.length;
+      return found;
+    };
+    const node = await allocate(store, 'sync', RELEASE_RATE);
+    assert.equal(node.url, 'https://emptiest.example.com');
+    assert.ok(read <= 8, `read ${read} candidates`);
+  } finally {
+    await store.close();
+    t.cleanup();
+  }
+});

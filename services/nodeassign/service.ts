@@ -1,0 +1,96 @@
+// NodeAssign gRPC handlers. Allocate reads a few candidates from the index,
+// claims the best one with a guarded update (trying the next if another
+// request took the last slot), and opens new slots on exhausted nodes when no
+// candidate is left.
+import type { UntypedServiceImplementation } from '@grpc/grpc-js';
+import { Conflict, NoNodeAvailable, RecordNotFound } from '../../lib/errors.js';
+import { unary } from '../../lib/grpc.js';
+import type { Logger } from '../../lib/log.js';
+import type {
+  AddNodeRequest,
+  AllocateRequest,
+  ListNodesReply,
+  ListNodesRequest,
+  NodeReply,
+  RemoveNodeRequest,
+  UpdateNodeRequest,
+} from '../../lib/gen/nodeassign.js';
+import { capacityProblem, initialAvailable, nodeInputProblem, rankNodes, releasedAvailable, serviceProblem } from './rules.js';
+import type { NodeRecord, NodeStore } from './store.js';
+
+/** Candidates read per round: enough to get past the few that concurrent requests just filled. */
+const CANDIDATES = 8;
+/** Rounds before giving up; each round ends only after other requests took slots or slots were released. */
+const MAX_ROUNDS = 50;
+
+function fail(problem: Error | null): void {
+  if (problem) throw problem;
+}
+
+function noNode(service: string): NoNodeAvailable {
+  return new NoNodeAvailable(`no node has room for new users of ${service}`);
+}
+
+export async function allocate(store: NodeStore, service: string, releaseRate: number): Promise<NodeRecord> {
+  fail(serviceProblem(service));
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const candidates = rankNodes(await store.candidates(service, CANDIDATES));
+    for (const node of candidates) {
+      const claimed = await store.claim(service, node.url);
+      if (claimed) return claimed;
+    }
+    if (candidates.length > 0) continue;
+    // No slots anywhere: open a share of each exhausted node's capacity, then look again.
+    let releasable = false;
+    for (const node of await store.exhausted(service)) {
+      const available = releasedAvailable(node, releaseRate);
+      if (available <= 0) continue;
+      releasable = true;
+      // A lost compare-and-set means another request released (or claimed) first: fine either way.
+      await store.setAvailable(node, available);
+    }
+    if (!releasable) throw noNode(service);
+  }
+  throw noNode(service);
+}
+
+export async function addNode(store: NodeStore, req: AddNodeRequest, releaseRate: number): Promise<NodeRecord> {
+  fail(nodeInputProblem(req));
+  const node: NodeRecord = {
+    service: req.service,
+    url: req.url,
+    capacity: req.capacity,
+    currentLoad: 0,
+    available: initialAvailable(req.capacity, releaseRate),
+    downed: false,
+    backoff: false,
+  };
+  if (!(await store.add(node))) throw new Conflict(`node ${req.url} exists already for ${req.service}`);
+  return node;
+}
+
+export async function updateNode(store: NodeStore, req: UpdateNodeRequest): Promise<NodeRecord> {
+  fail(nodeInputProblem({ service: req.service, url: req.url }));
+  if (req.capacity !== undefined) fail(capacityProblem(req.capacity));
+  const updated = await store.update(req.service, req.url, { capacity: req.capacity, downed: req.downed, backoff: req.backoff });
+  if (!updated) throw new RecordNotFound(`no node ${req.url} for ${req.service}`);
+  return updated;
+}
+
+export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number): UntypedServiceImplementation {
+  return {
+    // NodeRecord has exactly the fields of the proto Node.
+    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req) => ({ node: await allocate(store, req.service, releaseRate) })),
+    addNode: unary<AddNodeRequest, NodeReply>(log, 'AddNode', async (req) => ({ node: await addNode(store, req, releaseRate) })),
+    updateNode: unary<UpdateNodeRequest, NodeReply>(log, 'UpdateNode', async (req) => ({ node: await updateNode(store, req) })),
+    listNodes: unary<ListNodesRequest, ListNodesReply>(log, 'ListNodes', async (req) => ({
+      nodes: await store.list(req.service === '' ? undefined : req.service),
+    })),
+    removeNode: unary<RemoveNodeRequest, NodeReply>(log, 'RemoveNode', async (req) => {
+      fail(nodeInputProblem(req));
+      const removed = await store.remove(req.service, req.url);
+      if (!removed) throw new RecordNotFound(`no node ${req.url} for ${req.service}`);
+      return { node: removed };
+    }),
+  };
+}
