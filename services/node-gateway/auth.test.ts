@@ -1,0 +1,173 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BadRequest, InvalidCredentials, InvalidTimestamp, ProtocolError, Unauthorized } from '../../lib/errors.js';
+import { hawkHeader, parseHawkHeader, payloadHash, timestampMac } from '../../lib/hawk.js';
+import { makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
+import { authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, type AuthRequest } from './auth.js';
+import { NonceCache } from './nonces.js';
+
+const NODE_URL = 'https://node-1.example:8443';
+const MASTERS = ['newest-master-secret-0123456789', 'older-master-secret-0123456789'];
+const NOW_MS = 1_700_000_000_000;
+const NOW = NOW_MS / 1000;
+const node = guardedNode(NODE_URL, MASTERS);
+
+function token(overrides: Partial<TokenPayload> = {}, secret = node.secrets[0]): { id: string; key: string } {
+  return makeToken({ uid: 42, node: NODE_URL, expires: NOW + 300, salt: 'a1b2c3', ...overrides }, secret);
+}
+
+function signed(
+  t: { id: string; key: string },
+  o: { method?: string; target?: string; ts?: number; nonce?: string; url?: string; payload?: string; contentType?: string } = {},
+): AuthRequest {
+  const method = o.method ?? 'GET';
+  const target = o.target ?? '/1.5/42/info/collections';
+  const authorization = hawkHeader({
+    id: t.id,
+    key: t.key,
+    method,
+    url: o.url ?? NODE_URL + target,
+    ts: o.ts ?? NOW,
+    nonce: o.nonce,
+    payload: o.payload,
+    contentType: o.contentType,
+  });
+  return { method, target, authorization };
+}
+
+function run(req: AuthRequest, nonces = new NonceCache(1000, 120_000, NOW_MS), nowMs = NOW_MS) {
+  return authenticate(req, node, { skewSeconds: 60, nonces, nowMs });
+}
+
+function fails(req: AuthRequest, cls: typeof ProtocolError, pattern: RegExp, nonces?: NonceCache): ProtocolError {
+  let caught: unknown;
+  try {
+    run(req, nonces);
+  } catch (e) {
+    caught = e;
+  }
+  assert.ok(caught instanceof cls, `expected ${cls.name}, got ${String(caught)}`);
+  assert.match((caught as Error).message, pattern);
+  return caught as ProtocolError;
+}
+
+test('guardedNode: host and port of the public URL, the node secrets', () => {
+  assert.deepEqual({ ...node, secrets: node.secrets.length }, { url: NODE_URL, host: 'node-1.example', port: 8443, secrets: 2 });
+  assert.equal(guardedNode('https://n.example', MASTERS).port, 443);
+  assert.equal(guardedNode('http://n.example', MASTERS).port, 80);
+  assert.deepEqual(node.secrets, nodeSecrets(MASTERS, NODE_URL));
+});
+
+test('a good request yields the caller', () => {
+  const t = token();
+  const caller = run(signed(t));
+  assert.equal(caller.uid, 42);
+  assert.equal(caller.node, NODE_URL);
+  assert.equal(caller.key, t.key);
+  assert.equal(caller.hawk.id, t.id);
+  // Paths exactly at the uid, with a query, and deeper.
+  for (const target of ['/1.5/42', '/1.5/42?x=1', '/1.5/42/storage/tabs?full=1&a=%20']) run(signed(t, { target }));
+});
+
+test('rotation: a token from an older master secret is accepted', () => {
+  assert.equal(run(signed(token({}, node.secrets[1])))?.uid, 42);
+});
+
+test('the token: bad signature, flipped byte, another node, expired', () => {
+  fails(signed(token({}, nodeSecrets(['some-other-master-secret-0123'], NODE_URL)[0])), InvalidCredentials, /signature/);
+  const t = token();
+  const i = 10;
+  const flipped = { id: t.id.slice(0, i) + (t.id[i] === 'A' ? 'B' : 'A') + t.id.slice(i + 1), key: t.key };
+  fails(signed(flipped), InvalidCredentials, /signature|malformed/);
+  // Signed with this node's secret but naming another node.
+  fails(signed(token({ node: 'https://node-2.example:8443' })), InvalidCredentials, /another node/);
+  // A token minted for another node with that node's secret.
+  const foreign = makeToken({ uid: 42, node: 'https://node-2.example', expires: NOW + 300, salt: 'a1b2c3' }, nodeSecrets(MASTERS, 'https://node-2.example')[0]);
+  fails(signed(foreign), InvalidCredentials, /signature/);
+  fails(signed(token({ expires: NOW - 1 })), InvalidTimestamp, /expired/);
+});
+
+test('the MAC covers method, target, public host and port, and the key', () => {
+  const t = token();
+  const good = signed(t);
+  fails({ ...good, method: 'DELETE' }, InvalidCredentials, /MAC/);
+  fails({ ...good, target: '/1.5/42/info/quota' }, InvalidCredentials, /MAC/);
+  fails(signed(t, { url: 'https://node-1.example/1.5/42/info/collections' }), InvalidCredentials, /MAC/);
+  fails(signed(t, { url: 'https://127.0.0.1:8443/1.5/42/info/collections' }), InvalidCredentials, /MAC/);
+  fails(signed({ id: t.id, key: token({ salt: 'ffffff' }).key }), InvalidCredentials, /MAC/);
+  // A forged hash attribute breaks the MAC too.
+  const withHash = signed(t, { method: 'POST', payload: 'x', contentType: 'text/plain' });
+  const forged = withHash.authorization!.replace(/hash="[^"]+"/, `hash="${payloadHash('y', 'text/plain')}"`);
+  fails({ ...withHash, authorization: forged }, InvalidCredentials, /MAC/);
+});
+
+test('a stale timestamp is 401 with a keyed server time', () => {
+  const t = token();
+  for (const ts of [NOW - 61, NOW + 61]) {
+    const err = fails(signed(t, { ts }), InvalidTimestamp, /stale/);
+    const challenge = err.headers['WWW-Authenticate'];
+    const m = /^Hawk ts="(\d+)", tsm="([^"]+)", error="Stale timestamp"$/.exec(challenge);
+    assert.ok(m, challenge);
+    assert.equal(Number(m[1]), NOW);
+    assert.equal(m[2], timestampMac(t.key, NOW));
+  }
+  // Within the skew on either side.
+  run(signed(t, { ts: NOW - 60 }));
+  run(signed(t, { ts: NOW + 60 }));
+});
+
+test('a stale timestamp under a bad MAC reveals no clock', () => {
+  const t = token();
+  const req = signed(t, { ts: NOW - 600 });
+  const err = fails({ ...req, method: 'PUT' }, InvalidCredentials, /MAC/);
+  assert.equal(err.headers['WWW-Authenticate'], undefined);
+});
+
+test('a replayed nonce is refused', () => {
+  const nonces = new NonceCache(1000, 120_000, NOW_MS);
+  const req = signed(token(), { nonce: 'abc123' });
+  run(req, nonces);
+  fails(req, InvalidCredentials, /nonce already used/, nonces);
+});
+
+test('the path must be under the token uid', () => {
+  const t = token();
+  for (const target of ['/1.5/43/info/collections', '/1.5/420', '/1.5/4', '/1.5', '/', '/1.5//42', '//42/x', '/1.5/%342']) {
+    fails(signed(t, { target }), InvalidCredentials, /not under this token/);
+  }
+});
+
+test('checkTarget refuses targets an upstream could resolve elsewhere', () => {
+  for (const target of ['http://evil.example/1.5/42', '*', '1.5/42']) assert.throws(() => checkTarget(target), /absolute path/);
+  for (const target of ['/1.5/42/../43', '/1.5/42/./x', '/1.5/42/%2e%2E/43', '/1.5/42/.%2e', '/..']) {
+    assert.throws(() => checkTarget(target), (e: unknown) => e instanceof BadRequest && /segments/.test(e.message), target);
+  }
+  assert.throws(() => checkTarget('/1.5/42\\..\\43'), /backslash/);
+  // Dots inside segments and in the query are fine.
+  for (const target of ['/1.5/42/a.b', '/1.5/42/...', '/1.5/42?x=../..']) checkTarget(target);
+  // The check comes first: a bad target is 400 whatever the header.
+  fails({ method: 'GET', target: '/1.5/42/../43', authorization: undefined }, BadRequest, /segments/);
+});
+
+test('checkPathUid compares the exact second segment', () => {
+  checkPathUid('/1.5/7', 7);
+  checkPathUid('/1.5/7/', 7);
+  checkPathUid('/x/7?q', 7);
+  assert.throws(() => checkPathUid('/1.5/07', 7), InvalidCredentials);
+  assert.throws(() => checkPathUid('//7', 7), InvalidCredentials);
+});
+
+test('header problems surface as the parser reports them', () => {
+  fails({ method: 'GET', target: '/1.5/42', authorization: undefined }, Unauthorized, /missing/);
+  fails({ method: 'GET', target: '/1.5/42', authorization: 'Hawk id="x"' }, BadRequest, /missing Hawk attribute "ts"/);
+  fails({ method: 'GET', target: '/1.5/42', authorization: 'Hawk id="not-a-token", ts="1", nonce="n", mac="m"' }, InvalidCredentials, /malformed token/);
+});
+
+test('checkPayloadHash', () => {
+  const hash = payloadHash('{"a":1}', 'application/json');
+  checkPayloadHash(Buffer.from('{"a":1}'), 'application/json; charset=utf-8', hash);
+  assert.throws(() => checkPayloadHash(Buffer.from('{"a":2}'), 'application/json', hash), InvalidCredentials);
+  assert.throws(() => checkPayloadHash(Buffer.from('{"a":1}'), 'text/plain', hash), InvalidCredentials);
+  assert.throws(() => checkPayloadHash(Buffer.from('{"a":1}'), undefined, hash), InvalidCredentials);
+  assert.equal(parseHawkHeader(signed(token(), { method: 'POST', payload: '' }).authorization).hash, payloadHash(''));
+});
