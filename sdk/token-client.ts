@@ -146,8 +146,9 @@ export class TokenClient {
         return token;
       }
       const err = loginErrorFrom(res.status, body, retryAfter ?? DEFAULT_RETRY_AFTER);
-      // The clock has just been corrected from X-Timestamp: one more try with a fresh assertion.
-      if (err instanceof InvalidTimestampError && attempt === 1) continue;
+      // The clock has just been corrected from X-Timestamp: one more try with a fresh
+      // assertion, unless the same answer asked for quiet.
+      if (err instanceof InvalidTimestampError && attempt === 1 && nextStep(undefined, this.gate, receivedAt).kind === 'login') continue;
       if (err instanceof ServiceUnavailableError) {
         const step = nextStep(this.cached, this.gate, receivedAt);
         if (step.kind === 'cached') return step.token;

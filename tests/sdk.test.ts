@@ -7,11 +7,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { loginConfig, type Env, type LoginConfig } from '../lib/config.js';
 import { bundle, generateKey, signAssertion, signCertificate, type KeyPair } from '../lib/idp.js';
 import { startLogin } from '../services/login/server.js';
 import { startStack, type Stack } from '../scripts/stack.js';
 import {
+  BackoffError,
   hawkFetch,
   InvalidClientStateError,
   InvalidCredentialsError,
@@ -293,4 +296,57 @@ test('503 Retry-After: ServiceUnavailableError, and no request before it has pas
   shift = 31_000;
   await assert.rejects(maintained.getToken(), ServiceUnavailableError);
   assert.equal(c.to(login.url), 2, 'asked again once the window has passed');
+});
+
+/** A tiny real proxy in front of the stack's login that adds `X-Backoff` (the login sends it only under load). */
+async function backoffProxy(seconds: number) {
+  const server = http.createServer(async (req, res) => {
+    const headers: Record<string, string> = {};
+    for (const name of ['authorization', 'accept', 'x-client-state']) {
+      const v = req.headers[name];
+      if (typeof v === 'string') headers[name] = v;
+    }
+    const answer = await fetch(stack.loginUrl + req.url, { headers });
+    const out: Record<string, string> = { 'X-Backoff': String(seconds) };
+    for (const name of ['content-type', 'x-timestamp', 'retry-after']) {
+      const v = answer.headers.get(name);
+      if (v !== null) out[name] = v;
+    }
+    res.writeHead(answer.status, out);
+    res.end(Buffer.from(await answer.arrayBuffer()));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+test('X-Backoff: no login request before it has passed; an unexpired token serves meanwhile, then BackoffError', async (t) => {
+  const proxy = await backoffProxy(300);
+  t.after(() => proxy.close());
+  const c = counted();
+  let shift = 0;
+  const tokens = client({
+    loginUrl: proxy.url,
+    audience: stack.audience,
+    assertion: assertions(uniqueEmail(), { dateBy: 'real' }),
+    fetch: c.fetch,
+    clock: () => Date.now() + shift,
+    duration: 100,
+  });
+  const first = await tokens.getToken();
+  assert.equal(first.duration, 100);
+  shift = 90_000; // past the refresh point (80 s), before expiry (100 s)
+  assert.equal(await tokens.getToken(), first);
+  shift = 101_000; // expired, backoff still on
+  await assert.rejects(tokens.getToken(), (e) => {
+    assert.ok(e instanceof BackoffError);
+    assert.ok(e.retryAfter > 190 && e.retryAfter <= 200, String(e.retryAfter));
+    return true;
+  });
+  assert.equal(c.to(proxy.url), 1);
+  shift = 301_000;
+  assert.notEqual((await tokens.getToken()).id, first.id);
+  assert.equal(c.to(proxy.url), 2);
 });
