@@ -112,8 +112,7 @@ export class TokenClient {
         throw new BackoffError(step.retryAfter);
       case 'unavailable':
         throw new ServiceUnavailableError(`login service unavailable; retry after ${step.retryAfter} s (no request made)`, null, step.retryAfter);
-      case 'login':
-      {
+      case 'login': {
         const inflight = { epoch: this.epoch, promise: this.login() };
         this.inflight = inflight;
         const clear = () => {
