@@ -1,0 +1,76 @@
+// The UserStore contract on MongoDB: at MONGODB_URL (the compatible server
+// npm test starts) and on a real mongo:7 through testcontainers; each test on
+// a fresh database. Without a server, each test is skipped with the reason.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MongoClient } from 'mongodb';
+import { MongoUserStore } from './store-mongo.js';
+import { openUserStore } from './store.js';
+import { sampleUser, userStoreContract } from './store.contract.js';
+import { containerMongo, envMongo, freshDatabase, type MongoTarget } from '../../tests/support/mongo.js';
+
+const targets = [envMongo(), await containerMongo()];
+after(() => Promise.all(targets.map((t) => t.stop())));
+
+for (const target of targets) {
+  const skipReason = () => target.skipReason;
+  const open = async () => (target.url ? MongoUserStore.open(freshDatabase(target, 'users')) : null);
+
+  userStoreContract(target.name, open, skipReason);
+
+  const it = (title: string, fn: (target: MongoTarget) => Promise<void>) =>
+    test(`${target.name}: ${title}`, async (t) => {
+      if (!target.url) {
+        t.skip(target.skipReason);
+        return;
+      }
+      await fn(target);
+    });
+
+  it('openUserStore(mongodb://…) keeps records and the uid counter across reopen', async (target) => {
+    const url = freshDatabase(target, 'reopen');
+    const store = await openUserStore(url);
+    await store.insert(sampleUser({ uid: 5 }));
+    const uid = await store.nextUid();
+    await store.close();
+    const again = await openUserStore(url);
+    assert.equal((await again.get('sync', 'alice@example.com'))?.uid, 5);
+    assert.ok((await again.nextUid()) > uid, 'the uid counter survives a reopen');
+    await again.close();
+  });
+
+  it('two stores on one database never share a uid and see each other’s inserts', async (target) => {
+    const url = freshDatabase(target, 'two');
+    const [a, b] = await Promise.all([MongoUserStore.open(url), MongoUserStore.open(url)]);
+    const uids = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).nextUid()));
+    assert.equal(new Set(uids).size, 20);
+    assert.equal(await a.insert(sampleUser()), true);
+    assert.equal(await b.insert(sampleUser({ uid: 2 })), false);
+    await a.close();
+    await b.close();
+  });
+
+  it('stored documents hold only the record fields (no stray properties from the caller)', async (target) => {
+    const url = freshDatabase(target, 'fields');
+    const store = await MongoUserStore.open(url);
+    const extra = { ...sampleUser(), password: 'not stored' } as ReturnType<typeof sampleUser>;
+    assert.equal(await store.insert(extra), true);
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), sampleUser());
+    await store.close();
+  });
+
+  it('uids go past 2^31 (the counter is 64-bit)', async (target) => {
+    const url = freshDatabase(target, 'biguid');
+    const store = await MongoUserStore.open(url);
+    const client = new MongoClient(url);
+    try {
+      // Jump the fresh counter close to 2^31 the way later increments would get there.
+      await client.db().collection<{ _id: string; value: number }>('counters').updateOne({ _id: 'uid' }, { $inc: { value: 2 ** 31 - 3 } });
+      const uids = [await store.nextUid(), await store.nextUid(), await store.nextUid(), await store.nextUid()];
+      assert.deepEqual(uids, [2 ** 31 - 2, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1]);
+    } finally {
+      await client.close();
+      await store.close();
+    }
+  });
+}

@@ -1,0 +1,135 @@
+// UserStore on MongoDB. Every write is one single-document atomic operation
+// (insert under a unique index, replace guarded by the version, $inc on a
+// counter), so it is correct on a replica set or a sharded cluster. Collections
+// `users` and `counters` share the database with the nodes store.
+import { Long, type Collection } from 'mongodb';
+import { InternalError } from '../../lib/errors.js';
+import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
+import type { UserRecord, UserStore } from './store.js';
+
+type UserDoc = UserRecord;
+
+interface CounterDoc {
+  _id: string;
+  value: Long | number;
+}
+
+const UID_COUNTER = 'uid';
+
+/** Exactly the record's fields, so nothing else (an _id, a stray property) is stored or returned. */
+function toDoc(r: UserRecord): UserDoc {
+  return {
+    service: r.service,
+    email: r.email,
+    uid: r.uid,
+    node: r.node,
+    generation: r.generation,
+    clientState: r.clientState,
+    seenClientStates: [...r.seenClientStates],
+    replaced: r.replaced.map((x) => ({ uid: x.uid, node: x.node, replacedAt: x.replacedAt })),
+    createdAt: r.createdAt,
+    version: r.version,
+  };
+}
+
+const fromDoc = toDoc;
+
+export class MongoUserStore implements UserStore {
+  private constructor(
+    private readonly handle: MongoHandle,
+    private readonly users: Collection<UserDoc>,
+    private readonly counters: Collection<CounterDoc>,
+  ) {}
+
+  /** Connects (sharing the process's client for that server) and creates indexes and the uid counter if missing. */
+  static async open(url: string): Promise<MongoUserStore> {
+    const handle = await openMongo(url);
+    const store = new MongoUserStore(handle, handle.db.collection<UserDoc>('users'), handle.db.collection<CounterDoc>('counters'));
+    try {
+      await mongoCall(async () => {
+        await store.users.createIndexes([
+          { key: { service: 1, email: 1 }, name: 'service_email', unique: true },
+          // unassignNode: the users of one node.
+          { key: { service: 1, node: 1 }, name: 'service_node' },
+        ]);
+        await store.ensureUidCounter();
+      });
+    } catch (err) {
+      await handle.release();
+      throw err;
+    }
+    return store;
+  }
+
+  private async ensureUidCounter(): Promise<void> {
+    try {
+      // A 64-bit counter, so $inc never wraps at 2^31.
+      await this.counters.updateOne({ _id: UID_COUNTER }, { $setOnInsert: { value: Long.fromNumber(0) } }, { upsert: true });
+    } catch (err) {
+      // Another process created it at the same moment.
+      if (!isDuplicateKey(err)) throw err;
+    }
+  }
+
+  get(service: string, email: string): Promise<UserRecord | null> {
+    return mongoCall(async () => {
+      const doc = await this.users.findOne({ service, email });
+      return doc ? fromDoc(doc) : null;
+    });
+  }
+
+  insert(record: UserRecord): Promise<boolean> {
+    return mongoCall(async () => {
+      try {
+        await this.users.insertOne(toDoc(record));
+        return true;
+      } catch (err) {
+        if (isDuplicateKey(err)) return false;
+        throw err;
+      }
+    });
+  }
+
+  replace(record: UserRecord, expectedVersion: number): Promise<boolean> {
+    return mongoCall(async () => {
+      const res = await this.users.replaceOne(
+        { service: record.service, email: record.email, version: expectedVersion },
+        toDoc(record),
+      );
+      return res.matchedCount === 1;
+    });
+  }
+
+  nextUid(): Promise<number> {
+    return mongoCall(async () => {
+      // The pre-image plus one, not the post-image: the compatible test server
+      // (mongo-java-server) can return another writer's post-image under
+      // concurrency, while its pre-image is exact; on MongoDB both are.
+      const before = await this.counters.findOneAndUpdate({ _id: UID_COUNTER }, { $inc: { value: 1 } }, { returnDocument: 'before' });
+      // open() created it; recreating it here could hand out used uids again.
+      if (!before) throw new InternalError('the uid counter document is missing');
+      // The driver hands back a number while it is below 2^53 (promoteLongs).
+      const value = typeof before.value === 'number' ? before.value : before.value.toNumber();
+      return value + 1;
+    });
+  }
+
+  unassignNode(service: string, node: string): Promise<number> {
+    // '' means "no node": clearing it would only bump versions.
+    if (node === '') return Promise.resolve(0);
+    return mongoCall(async () => {
+      const res = await this.users.updateMany({ service, node }, { $set: { node: '' }, $inc: { version: 1 } });
+      return res.modifiedCount;
+    });
+  }
+
+  ping(): Promise<void> {
+    return mongoCall(async () => {
+      await this.handle.db.command({ ping: 1 });
+    });
+  }
+
+  close(): Promise<void> {
+    return this.handle.release();
+  }
+}
