@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# One image for every service; the command picks which one (see docker-compose.yml):
+#   node dist/services/{directory,nodeassign,login,node-gateway,demo-app}/index.js
+#   node dist/cli/main.js <command>          (operator CLI, health probes, setup)
+# Built for whatever platform builds it (amd64, arm64 …): nothing here downloads
+# an architecture-specific file, and better-sqlite3 compiles when no prebuilt
+# binary fits.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+# ---- build: TypeScript → JavaScript (tsc, tsconfig.build.json → dist/), then production deps only ----
+FROM ${NODE_IMAGE} AS build
+# Toolchain for better-sqlite3's native addon; it stays in this stage.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
+# .dockerignore lets in only what the build needs (no tests, data or node_modules).
+COPY . .
+RUN npx tsc -p tsconfig.build.json \
+ && npm prune --omit=dev --no-audit --no-fund
+
+# ---- runtime: node, production node_modules and dist/, as the unprivileged "node" user (uid 1000) ----
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    DATA_DIR=/data \
+    BIND_HOST=0.0.0.0
+WORKDIR /app
+# Owned by root and read-only to the service user: the code cannot be changed at run time.
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# Mount points for named volumes: a new volume takes this ownership, so "node" can write there.
+RUN mkdir -p /data /idp && chown 1000:1000 /data /idp
+# Numeric, so runtimes that check "non-root" without reading /etc/passwd (Kubernetes runAsNonRoot) accept it.
+USER 1000:1000
+EXPOSE 8000 8080 8090 50051 50052
+CMD ["node", "dist/cli/main.js", "--help"]

