@@ -5,4 +5,21 @@ cd "$(dirname "$0")/.."
 export LOG_LEVEL="${LOG_LEVEL:-silent}"
 mapfile -t files < <(find lib services tests sdk cli -name '*.test.ts' -not -path '*/node_modules/*' 2>/dev/null | sort)
 if [ "$#" -gt 0 ]; then files=("$@"); fi
-exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${files[@]}"
+
+# ---- MongoDB suites ----
+# When no MONGODB_URL is given and the MongoDB-compatible server is installed
+# (bash scripts/compat-mongo.sh install), run one for the MongoDB suites and
+# stop it at exit; otherwise those suites skip and print why.
+if [ -z "${MONGODB_URL:-}" ] && printf '%s\n' "${files[@]}" | grep -q mongo && bash scripts/compat-mongo.sh installed; then
+  compat_state="$(mktemp -u "${TMPDIR:-/tmp}/compat-mongo-state.XXXXXX")"
+  trap 'bash scripts/compat-mongo.sh stop --state "$compat_state" >/dev/null 2>&1 || true' EXIT
+  trap 'exit 130' INT TERM
+  if compat_line="$(bash scripts/compat-mongo.sh start --state "$compat_state")"; then
+    export MONGODB_URL="${compat_line#MONGODB_URL=}"
+  else
+    echo "test.sh: the MongoDB-compatible server did not start; the MongoDB suites will skip" >&2
+  fi
+fi
+# ---- end MongoDB suites ----
+
+node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${files[@]}"
