@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { COMMANDS, commandHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
-import { transportReason } from './run.js';
+import { transportReason } from './commands.js';
 
 function run(argv: string[], env: Record<string, string> = {}): Extract<Parsed, { kind: 'run' }> {
   const p = parseCli(argv, env);

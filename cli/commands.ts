@@ -1,0 +1,244 @@
+// Executes one parsed CLI command: the I/O edge (gRPC via lib/grpc.ts call(),
+// the development IdP files, health probes). Parsing is in args.ts, text
+// output in format.ts, the glue in run.ts.
+import * as grpc from '@grpc/grpc-js';
+import { service as healthService } from 'grpc-health-check';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { DEFAULTS } from '../lib/config.js';
+import { Conflict, ProtocolError, RecordNotFound, ServiceUnavailable } from '../lib/errors.js';
+import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { DirectoryClient } from '../lib/gen/directory.js';
+import { NodeAssignClient, type Node } from '../lib/gen/nodeassign.js';
+import type { Backend, Command, Globals } from './args.js';
+import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser } from './format.js';
+
+/** A failure to report in one line (exit 1). */
+export class CliFailure extends Error {}
+
+export interface Output {
+  json: unknown;
+  text: string;
+}
+
+type Clients = { directory: DirectoryClient; nodeassign: NodeAssignClient };
+
+type UnaryMethod<C, Req, Res> = (
+  this: C,
+  req: Req,
+  metadata: grpc.Metadata,
+  options: Partial<grpc.CallOptions>,
+  cb: (err: grpc.ServiceError | null, res: Res) => void,
+) => grpc.ClientUnaryCall;
+
+/** The gRPC clients a command needs, made on first use; transport failures become "cannot reach …". */
+export class Backends {
+  private readonly clients: Partial<Clients> = {};
+
+  constructor(private readonly globals: Globals) {}
+
+  private client<B extends Backend>(backend: B): Clients[B] {
+    const addr = this.addr(backend);
+    this.clients[backend] ??= (backend === 'directory'
+      ? new DirectoryClient(addr, insecure(), CLIENT_OPTIONS)
+      : new NodeAssignClient(addr, insecure(), CLIENT_OPTIONS)) as Clients[B];
+    return this.clients[backend] as Clients[B];
+  }
+
+  private addr(backend: Backend): string {
+    const addr = this.globals.addrs[backend];
+    if (!addr) throw new Error(`no address resolved for ${backend}`);
+    return addr;
+  }
+
+  async rpc<B extends Backend, Req, Res>(backend: B, method: (c: Clients[B]) => UnaryMethod<Clients[B], Req, Res>, req: Req): Promise<Res> {
+    const client = this.client(backend);
+    try {
+      return await call(client, method(client) as never, req, { deadlineMs: this.globals.deadlineMs, retryAfter: DEFAULTS.RETRY_AFTER });
+    } catch (e) {
+      // call() reports transport trouble as a plain ServiceUnavailable; the channel state tells it from a server's own 503.
+      if (e instanceof ServiceUnavailable && e.constructor === ServiceUnavailable) {
+        const reason = transportReason(e.message);
+        if (client.getChannel().getConnectivityState(false) !== grpc.connectivityState.READY) {
+          throw new CliFailure(`cannot reach ${backend} at ${this.addr(backend)} (${reason})`);
+        }
+        throw new CliFailure(`${backend} at ${this.addr(backend)}: ${reason}`);
+      }
+      throw e;
+    }
+  }
+
+  close(): void {
+    for (const c of Object.values(this.clients)) c.close();
+  }
+}
+
+/** The useful part of grpc-js's "No connection established. Last error: Error: connect ECONNREFUSED …. Resolution note: …". */
+export function transportReason(message: string): string {
+  const details = message.replace(/^backend unavailable: /, '');
+  const last = /Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(details);
+  return (last?.[1] || details).trim();
+}
+
+// ---- commands ----
+
+async function findNode(b: Backends, app: string, url: string): Promise<Node | undefined> {
+  const { nodes } = await b.rpc('nodeassign', (c) => c.listNodes, { service: app });
+  return nodes.find((n) => n.url === url);
+}
+
+function present(node: Node | undefined): Node {
+  if (!node) throw new CliFailure('the service returned no node');
+  return node;
+}
+
+async function nodesAdd(b: Backends, cmd: Extract<Command, { kind: 'nodes add' }>): Promise<Output> {
+  try {
+    const { node } = await b.rpc('nodeassign', (c) => c.addNode, { service: cmd.app, url: cmd.url, capacity: cmd.capacity });
+    return { json: { node, created: true }, text: formatNode('registered', present(node)) };
+  } catch (e) {
+    if (!(e instanceof Conflict) || !cmd.existOk) throw e;
+    const node = await findNode(b, cmd.app, cmd.url);
+    if (!node) throw e;
+    return { json: { node, created: false }, text: formatNode('already registered', node) };
+  }
+}
+
+async function nodesRemove(b: Backends, cmd: Extract<Command, { kind: 'nodes remove' }>): Promise<Output> {
+  let removed: Node | undefined;
+  try {
+    removed = (await b.rpc('nodeassign', (c) => c.removeNode, { service: cmd.app, url: cmd.url })).node;
+  } catch (e) {
+    // Still unassign: a retry after a remove whose unassign failed must finish the job.
+    if (!(e instanceof RecordNotFound)) throw e;
+  }
+  const { count } = await b.rpc('directory', (c) => c.unassignNode, { service: cmd.app, node: cmd.url });
+  if (!removed && count === 0) throw new CliFailure(`no node ${cmd.url} for ${cmd.app}`);
+  return { json: { removed: removed ?? null, unassigned: count }, text: formatRemoved(cmd.app, cmd.url, removed !== undefined, count) };
+}
+
+/** dev init: the development IdP key and a TRUSTED_ISSUERS file that trusts it. */
+async function devInit(dataDir: string, trustedIssuersFile: string) {
+  const { loadOrCreateDevIdp, DEV_IDP_FILE } = await import('../lib/idp.js');
+  const idp = await loadOrCreateDevIdp(dataDir);
+  const doc = Object.fromEntries([...idp.trustedIssuers].map(([issuer, keys]) => [issuer, { keys }]));
+  await mkdir(path.dirname(trustedIssuersFile), { recursive: true });
+  // Write then rename, so a login starting meanwhile never reads half a file.
+  const tmp = `${trustedIssuersFile}.${process.pid}.tmp`;
+  await writeFile(tmp, JSON.stringify(doc, null, 2) + '\n', { mode: 0o644 });
+  await rename(tmp, trustedIssuersFile);
+  return { issuer: idp.issuer, keyFile: path.join(dataDir, DEV_IDP_FILE), trustedIssuersFile };
+}
+
+function devInitText(r: Awaited<ReturnType<typeof devInit>>): string {
+  return (
+    `development IdP ${r.issuer}: key in ${r.keyFile}\n` +
+    `trusted issuers file: ${r.trustedIssuersFile} (login trusts it with TRUSTED_ISSUERS=${r.trustedIssuersFile}; development only)\n`
+  );
+}
+
+async function setup(b: Backends, cmd: Extract<Command, { kind: 'setup' }>): Promise<Output> {
+  const idp = cmd.devIdpDir ? await devInit(cmd.devIdpDir, path.join(cmd.devIdpDir, 'trusted-issuers.json')) : null;
+  const results: Array<{ node: Node; created: boolean }> = [];
+  for (const app of cmd.apps) {
+    // Only an application without nodes gets one: what an operator changed since (removed, replaced) stays.
+    const { nodes } = await b.rpc('nodeassign', (c) => c.listNodes, { service: app });
+    if (nodes.length > 0) {
+      results.push(...nodes.map((node) => ({ node, created: false })));
+      continue;
+    }
+    try {
+      const { node } = await b.rpc('nodeassign', (c) => c.addNode, { service: app, url: cmd.url, capacity: cmd.capacity });
+      results.push({ node: present(node), created: true });
+    } catch (e) {
+      // Another setup run got there first.
+      if (!(e instanceof Conflict)) throw e;
+      results.push({ node: present(await findNode(b, app, cmd.url)), created: false });
+    }
+  }
+  return { json: { nodes: results, devIdp: idp }, text: (idp ? devInitText(idp) : '') + formatSetup(results) };
+}
+
+async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: number): Promise<Output> {
+  if (/^https?:\/\//.test(cmd.target)) {
+    let res: Response;
+    try {
+      res = await fetch(cmd.target, { signal: AbortSignal.timeout(deadlineMs), redirect: 'manual' });
+      await res.body?.cancel();
+    } catch (e) {
+      // fetch says only "fetch failed"; the cause says why (ECONNREFUSED, ENOTFOUND …).
+      const err = e as Error & { cause?: Error };
+      const why = err.name === 'TimeoutError' ? `no answer within ${deadlineMs} ms` : (err.cause?.message ?? err.message);
+      throw new CliFailure(`cannot reach ${cmd.target} (${why})`);
+    }
+    if (!res.ok) throw new CliFailure(`${cmd.target}: unhealthy (HTTP ${res.status})`);
+    return { json: { target: cmd.target, healthy: true, status: res.status }, text: `healthy (HTTP ${res.status})\n` };
+  }
+  const HealthClient = grpc.makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
+  const client = new HealthClient(cmd.target, insecure(), CLIENT_OPTIONS);
+  try {
+    const res = await new Promise<{ status: string }>((resolve, reject) => {
+      client.check({ service: cmd.service }, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, r: { status: string }) =>
+        err ? reject(err) : resolve(r),
+      );
+    }).catch((err: grpc.ServiceError) => {
+      throw new CliFailure(
+        err.code === grpc.status.NOT_FOUND ? `${cmd.target}: no service ${JSON.stringify(cmd.service)}` : `cannot reach ${cmd.target} (${err.details || grpc.status[err.code]})`,
+      );
+    });
+    if (res.status !== 'SERVING') throw new CliFailure(`${cmd.target}: ${res.status}`);
+    return { json: { target: cmd.target, healthy: true, status: res.status }, text: `${res.status}\n` };
+  } finally {
+    client.close();
+  }
+}
+
+export async function execute(cmd: Command, b: Backends, globals: Globals): Promise<Output> {
+  switch (cmd.kind) {
+    case 'nodes add':
+      return nodesAdd(b, cmd);
+    case 'nodes list': {
+      const { nodes } = await b.rpc('nodeassign', (c) => c.listNodes, { service: cmd.app });
+      return { json: { nodes }, text: formatNodes(nodes) };
+    }
+    case 'nodes update': {
+      const { node } = await b.rpc('nodeassign', (c) => c.updateNode, { service: cmd.app, url: cmd.url, ...cmd.patch });
+      return { json: { node }, text: formatNode('updated', present(node)) };
+    }
+    case 'nodes remove':
+      return nodesRemove(b, cmd);
+    case 'users show': {
+      const { user } = await b.rpc('directory', (c) => c.getUser, { service: cmd.app, email: cmd.email });
+      if (!user) throw new CliFailure('the service returned no user');
+      return { json: { user }, text: formatUser(user) };
+    }
+    case 'setup':
+      return setup(b, cmd);
+    case 'dev assertion': {
+      const { loadOrCreateDevIdp } = await import('../lib/idp.js');
+      const idp = await loadOrCreateDevIdp(cmd.dataDir, { generationClaim: cmd.generationClaim });
+      const assertion = await idp.makeAssertion(cmd.email, { audience: cmd.audience, generation: cmd.generation, ttlSeconds: cmd.ttlSeconds });
+      return {
+        json: { assertion, authorization: `Assertion ${assertion}`, issuer: idp.issuer, email: cmd.email, audience: cmd.audience, generation: cmd.generation ?? null },
+        text: `${assertion}\n`,
+      };
+    }
+    case 'dev init': {
+      const r = await devInit(cmd.dataDir, cmd.trustedIssuersFile);
+      return { json: r, text: devInitText(r) };
+    }
+    case 'health':
+      return health(cmd, globals.deadlineMs);
+  }
+}
+
+export function describe(e: unknown): string {
+  if (e instanceof CliFailure) return e.message;
+  if (e instanceof ProtocolError) {
+    // A server's 5xx detail is generic by design; point at where the real reason is.
+    return e.status >= 500 ? `${e.message} (the service's log has the details)` : e.message;
+  }
+  const err = e as NodeJS.ErrnoException;
+  if (err?.code && err.path) return `${err.path}: ${err.message}`;
+  return (e as Error)?.message ?? String(e);
+}
