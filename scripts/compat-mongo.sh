@@ -88,12 +88,14 @@ cmd_start() {
   fi
   mkdir -p "$data_dir" "$(dirname "$STATE")"
   local log="$data_dir/server.log"
+  # Created here: the background job's own redirection may come after the first read below.
+  : >"$log"
   java "${JAVA_OPTS[@]}" -cp "$LIB/*:$CLASSES" CompatMongo 127.0.0.1 "$want_port" "$data_dir/compat-mongo.mv" \
     </dev/null >"$log" 2>&1 &
   local new_pid=$!
   local bound="" i
   for ((i = 0; i < 300; i++)); do
-    bound="$(sed -n 's/^listening \([0-9][0-9]*\)$/\1/p' "$log" 2>/dev/null | head -n1)"
+    bound="$(sed -n 's/^listening \([0-9][0-9]*\)$/\1/p' "$log" | head -n1 || true)"
     [ -n "$bound" ] && break
     if ! alive "$new_pid"; then
       cat "$log" >&2
