@@ -1,6 +1,10 @@
 // The UserStore contract on MongoDB: at MONGODB_URL (the compatible server
 // npm test starts) and on a real mongo:7 through testcontainers; each test on
 // a fresh database. Without a server, each test is skipped with the reason.
+// (How the compatible server differs from MongoDB: see
+// services/nodeassign/store-mongo.test.ts. For users: racing upserts of the
+// counter returned duplicate values there, so the uid counter is created at
+// open and nextUid only ever $inc's an existing document.)
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';

@@ -1,6 +1,17 @@
 // The NodeStore contract on MongoDB: at MONGODB_URL (the compatible server
 // npm test starts) and on a real mongo:7 through testcontainers; each test on
 // a fresh database. Without a server, each test is skipped with the reason.
+//
+// Where the compatible server (mongo-java-server 1.47) differs from MongoDB in
+// what these stores use; the code stays correct for MongoDB:
+//  - findOneAndUpdate's post-image ('after') can show another writer's change
+//    under concurrency (its pre-image is exact): the stores read the pre-image
+//    and apply the known update; "parallel claims … each claim saw its own
+//    increment" and "nextUid is unique under 50 parallel calls" catch a regression.
+//  - no aggregation-pipeline updates: ratio moves by $inc of 1/capacity instead.
+//  - no explain: the index-plan test below runs on a real MongoDB only.
+//  - it announces wire version 8, below what driver v7 accepts; its launcher
+//    (tools/compat-mongo) announces 5.0.
 import { after, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient, type Document } from 'mongodb';
