@@ -50,7 +50,7 @@ cmd_install() {
   local started=$SECONDS
   rm -rf "$LIB" "$CLASSES" "$STAMP"
   mkdir -p "$LIB" "$CLASSES"
-  mvn -B -q -f "$SRC/pom.xml" dependency:copy-dependencies \
+  mvn -B -q -Dstyle.color=never -f "$SRC/pom.xml" dependency:copy-dependencies \
     -DoutputDirectory="$LIB" -DincludeScope=runtime >&2
   javac -nowarn -d "$CLASSES" -cp "$LIB/*" "$SRC/CompatMongo.java" >&2
   source_hash >"$STAMP"

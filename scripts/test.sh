@@ -10,7 +10,9 @@ if [ "$#" -gt 0 ]; then files=("$@"); fi
 # When no MONGODB_URL is given and the MongoDB-compatible server is installed
 # (bash scripts/compat-mongo.sh install), run one for the MongoDB suites and
 # stop it at exit; otherwise those suites skip and print why.
-if [ -z "${MONGODB_URL:-}" ] && printf '%s\n' "${files[@]}" | grep -q mongo && bash scripts/compat-mongo.sh installed; then
+mongo_files=0
+for f in "${files[@]}"; do case "$f" in *mongo*) mongo_files=1 ;; esac; done
+if [ -z "${MONGODB_URL:-}" ] && [ "$mongo_files" = 1 ] && bash scripts/compat-mongo.sh installed; then
   compat_state="$(mktemp -u "${TMPDIR:-/tmp}/compat-mongo-state.XXXXXX")"
   trap 'bash scripts/compat-mongo.sh stop --state "$compat_state" >/dev/null 2>&1 || true' EXIT
   trap 'exit 130' INT TERM
