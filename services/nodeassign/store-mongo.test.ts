@@ -123,7 +123,8 @@ for (const target of targets) {
       assert.match(winning, /"IXSCAN"/);
       assert.match(winning, /"indexName":"candidates"/);
       assert.doesNotMatch(winning, /"stage":"SORT"/);
-      assert.ok(plan.executionStats.totalKeysExamined <= 3, `keys examined: ${plan.executionStats.totalKeysExamined}`);
+      // 3 wanted out of 20 eligible: the scan stops early instead of reading them all.
+      assert.ok(plan.executionStats.totalKeysExamined <= 5, `keys examined: ${plan.executionStats.totalKeysExamined}`);
     } finally {
       await store.close();
     }
