@@ -3,8 +3,8 @@
 #   node dist/services/{directory,nodeassign,login,node-gateway,demo-app}/index.js
 #   node dist/cli/main.js <command>          (operator CLI, health probes, setup)
 # Built for whatever platform builds it (amd64, arm64 …): nothing here downloads
-# an architecture-specific file, and better-sqlite3 compiles when no prebuilt
-# binary fits.
+# an architecture-specific file (better-sqlite3 compiles from source in the
+# build stage; the rest comes from the npm registry).
 
 ARG NODE_IMAGE=node:20-bookworm-slim
 
@@ -15,6 +15,10 @@ FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
+# Compile better-sqlite3 here rather than fetch a prebuilt binary from GitHub (one per
+# architecture), against the headers this node image ships (no header download).
+ENV npm_config_build_from_source=true \
+    npm_config_nodedir=/usr/local
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund

@@ -1,6 +1,7 @@
 // Command-line parsing for the operator CLI: a table of commands, help text
 // built from it, and parseCli(), which turns argv + environment into one
 // validated Command without any I/O. Bad input is a UsageError (exit 2).
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULTS, address, applications, int, list, str, url, type Env } from '../lib/config.js';
 import { ConfigError } from '../lib/errors.js';
@@ -241,7 +242,7 @@ export const COMMANDS: CommandSpec[] = [
     needs: [],
     build: (_a, o, env) => {
       const dir = dataDir(o, env);
-      const file = typeof o['trusted-issuers'] === 'string' && o['trusted-issuers'] !== '' ? o['trusted-issuers'] : `${dir.replace(/\/+$/, '')}/trusted-issuers.json`;
+      const file = typeof o['trusted-issuers'] === 'string' && o['trusted-issuers'] !== '' ? o['trusted-issuers'] : path.join(dir, 'trusted-issuers.json');
       return { kind: 'dev init', dataDir: dir, trustedIssuersFile: file };
     },
   },
