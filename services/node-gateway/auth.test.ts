@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, ProtocolError, Unauthorized } from '../../lib/errors.js';
 import { hawkHeader, parseHawkHeader, payloadHash, timestampMac } from '../../lib/hawk.js';
 import { makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
-import { authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, type AuthRequest } from './auth.js';
+import { authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, tokenCache, verifyToken, type AuthRequest } from './auth.js';
 import { NonceCache } from './nonces.js';
 
 const NODE_URL = 'https://node-1.example:8443';
@@ -170,4 +170,20 @@ test('checkPayloadHash', () => {
   assert.throws(() => checkPayloadHash(Buffer.from('{"a":1}'), 'text/plain', hash), InvalidCredentials);
   assert.throws(() => checkPayloadHash(Buffer.from('{"a":1}'), undefined, hash), InvalidCredentials);
   assert.equal(parseHawkHeader(signed(token(), { method: 'POST', payload: '' }).authorization).hash, payloadHash(''));
+});
+
+test('verified tokens are cached by id, expiry still checked on every use', () => {
+  const tokens = tokenCache(100);
+  const t = token({ expires: NOW + 10 });
+  const first = verifyToken(t.id, node, NOW_MS, tokens);
+  assert.equal(first.key, t.key);
+  assert.equal(tokens.size, 1);
+  assert.equal(verifyToken(t.id, node, NOW_MS + 1000, tokens), first, 'served from the cache');
+  assert.throws(() => verifyToken(t.id, node, NOW_MS + 10_000, tokens), InvalidTimestamp);
+  // Refused tokens are not remembered.
+  assert.throws(() => verifyToken(token({ node: 'https://other.example' }).id, node, NOW_MS, tokens), InvalidCredentials);
+  assert.equal(tokens.size, 1);
+  // And through authenticate: the same caller, request after request.
+  const nonces = new NonceCache(1000, 120_000, NOW_MS);
+  for (let i = 0; i < 3; i++) assert.equal(authenticate(signed(t), node, { skewSeconds: 60, nonces, tokens, nowMs: NOW_MS }).uid, 42);
 });

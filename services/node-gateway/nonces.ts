@@ -1,52 +1,54 @@
-// Replay protection: Hawk nonces seen within the timestamp window. Memory stays
-// flat under a flood of unique nonces: two generations of digests, the older one
-// dropped when the newer is full or older than the window.
+// Replay protection: Hawk nonces seen within the timestamp window, in a
+// bounded two-generation map with short keys, so memory stays flat under a
+// flood of unique nonces.
 import { createHash } from 'node:crypto';
+import { GenerationalMap } from './generations.js';
 
 export class NonceCache {
-  private current = new Set<string>();
-  private previous = new Set<string>();
-  private startedAt: number;
-  private readonly generationSize: number;
-  /** Rotations forced by size rather than age: a flood may shorten how long a nonce is remembered. */
-  earlyRotations = 0;
+  private readonly seen: GenerationalMap<true>;
 
   /**
-   * @param capacity most digests kept (both generations together)
+   * @param capacity most nonces kept
    * @param windowMs how long a nonce must be remembered: a timestamp is accepted
    *   within ±skew, so the same (ts, nonce) can come back for 2 × skew.
    */
-  constructor(
-    capacity: number,
-    private readonly windowMs: number,
-    now = Date.now(),
-  ) {
-    this.generationSize = Math.max(1, Math.floor(capacity / 2));
-    this.startedAt = now;
+  constructor(capacity: number, windowMs: number, now = Date.now()) {
+    this.seen = new GenerationalMap(capacity, windowMs, now);
   }
 
-  /** Records (id, nonce, ts); false when it was already seen within the window. */
+  /**
+   * Records (id, nonce, ts) for a verified token id; false when it was already
+   * seen within the window.
+   */
   add(id: string, nonce: string, ts: string, now = Date.now()): boolean {
-    this.rotate(now);
-    // A fixed-size digest, so long ids or nonces cost no more memory than short ones.
-    const digest = createHash('sha256').update(`${id}\n${nonce}\n${ts}`).digest('base64');
-    if (this.current.has(digest) || this.previous.has(digest)) return false;
-    this.current.add(digest);
+    const key = nonceKey(id, nonce, ts);
+    if (this.seen.get(key)) return false;
+    this.seen.set(key, true, now);
     return true;
   }
 
   get size(): number {
-    return this.current.size + this.previous.size;
+    return this.seen.size;
   }
 
-  private rotate(now: number): void {
-    const aged = now - this.startedAt >= this.windowMs;
-    if (!aged && this.current.size < this.generationSize) return;
-    // A digest stays through its own generation and the next one, which lasts
-    // at least the window unless a flood fills it first.
-    if (!aged) this.earlyRotations++;
-    this.previous = this.current;
-    this.current = new Set();
-    this.startedAt = now;
+  /** Rotations forced by a flood: nonces were forgotten before their window ended. */
+  get earlyRotations(): number {
+    return this.seen.earlyRotations;
   }
+}
+
+/** Nonces longer than this are stored as a digest. */
+const MAX_PLAIN_NONCE = 64;
+/** The tail of a token id is its HMAC signature: enough to tell tokens apart. */
+const ID_TAIL = 32;
+
+/**
+ * A short key for (id, nonce, ts). A hash per request costs more than the rest
+ * of the nonce check on the hot path, so only unusually long nonces are hashed.
+ */
+export function nonceKey(id: string, nonce: string, ts: string): string {
+  const tail = id.slice(-ID_TAIL);
+  if (nonce.length <= MAX_PLAIN_NONCE) return `${ts}\n${nonce}\n${tail}`;
+  // A parsed nonce holds no newline, so the extra one keeps digests apart from plain nonces.
+  return `${ts}\n\n${createHash('sha256').update(nonce).digest('base64')}\n${tail}`;
 }

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { GatewayConfig } from '../../lib/config.js';
 import { PayloadTooLarge, ServiceUnavailable } from '../../lib/errors.js';
 import { logger } from '../../lib/log.js';
-import { authenticate, checkPayloadHash, guardedNode } from './auth.js';
+import { authenticate, checkPayloadHash, guardedNode, tokenCache } from './auth.js';
 import { forward, hasBody, probe, upstream, upstreamRequestHeaders } from './forward.js';
 import { NonceCache } from './nonces.js';
 import { sendError, sendJson } from './respond.js';
@@ -52,6 +52,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const node = guardedNode(config.nodeUrl, config.masterSecrets);
   const publicUrl = new URL(config.nodeUrl);
   const nonces = new NonceCache(config.nonceCacheSize, 2 * config.hawkSkew * 1000);
+  const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
 
   async function heartbeat(res: http.ServerResponse): Promise<void> {
@@ -65,6 +66,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
       skewSeconds: config.hawkSkew,
       nonces,
+      tokens,
     });
     // Only now is the client told to send its body (Expect: 100-continue).
     if (expectsContinue) res.writeContinue();
