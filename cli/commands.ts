@@ -23,8 +23,7 @@ export interface Output {
 
 type Clients = { directory: DirectoryClient; nodeassign: NodeAssignClient };
 
-type UnaryMethod<C, Req, Res> = (
-  this: C,
+type UnaryMethod<Req, Res> = (
   req: Req,
   metadata: grpc.Metadata,
   options: Partial<grpc.CallOptions>,
@@ -51,10 +50,10 @@ export class Backends {
     return addr;
   }
 
-  async rpc<B extends Backend, Req, Res>(backend: B, method: (c: Clients[B]) => UnaryMethod<Clients[B], Req, Res>, req: Req): Promise<Res> {
+  async rpc<B extends Backend, Req, Res>(backend: B, method: (c: Clients[B]) => UnaryMethod<Req, Res>, req: Req): Promise<Res> {
     const client = this.client(backend);
     try {
-      return await call(client, method(client) as never, req, { deadlineMs: this.globals.deadlineMs, retryAfter: DEFAULTS.RETRY_AFTER });
+      return await call(client, method(client), req, { deadlineMs: this.globals.deadlineMs, retryAfter: DEFAULTS.RETRY_AFTER });
     } catch (e) {
       // call() reports transport trouble as a plain ServiceUnavailable; the channel state tells it from a server's own 503.
       if (e instanceof ServiceUnavailable && e.constructor === ServiceUnavailable) {
