@@ -121,7 +121,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const port = (server.address() as AddressInfo).port;
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${shownHost}:${port}`;
-  log.info({ url, nodeUrl: config.nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
+  log.info({ port, url, nodeUrl: config.nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
 
   return {
     port,
