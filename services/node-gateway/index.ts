@@ -4,21 +4,32 @@
 import { gatewayConfig } from '../../lib/config.js';
 import { ConfigError } from '../../lib/errors.js';
 import { logger } from '../../lib/log.js';
-import { startGateway } from './server.js';
+import { startGateway, type Gateway } from './server.js';
 
 const log = logger('node-gateway');
 
 async function main(): Promise<void> {
-  const gateway = await startGateway(gatewayConfig(process.env));
-  const stop = (): void => {
-    log.info('node-gateway stopping');
-    void gateway.close().then(() => process.exit(0));
+  const config = gatewayConfig(process.env);
+  let gateway: Gateway | undefined;
+  // In place before the "listening" line: whoever waits for it may stop us at once.
+  const stop = (signal: string): void => {
+    log.info({ signal }, 'node-gateway stopping');
+    (gateway?.close() ?? Promise.resolve()).then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  gateway = await startGateway(config);
 }
 
-main().catch((e) => {
-  process.stderr.write(e instanceof ConfigError ? `configuration error: ${e.message}\n` : `failed to start: ${(e as Error).message}\n`);
+main().catch((err) => {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${err.message}\n`);
+  } else {
+    log.error({ err }, 'node-gateway failed to start');
+    process.stderr.write(`node-gateway failed to start: ${(err as Error).message}\n`);
+  }
   process.exit(1);
 });
