@@ -161,6 +161,9 @@ export function openUpstream(up: Upstream, r: UpstreamRequest): OpenedRequest {
   return { request, failure: () => failure ?? new BadGateway('application unreachable') };
 }
 
+/** Methods that may be sent again when a kept-alive connection turns out to be closed. */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+
 /**
  * Sends the request (the buffered body, or the client's stream) and pipes the
  * response back. Resolves when the exchange is over; rejects with 502/504 only
@@ -172,30 +175,43 @@ export function forward(
   r: UpstreamRequest & { body?: Buffer },
 ): Promise<void> {
   const { req, res } = client;
+  const streamed = r.body === undefined && hasBody(req);
   return new Promise((resolve, reject) => {
-    const { request: upstreamReq, failure } = openUpstream(up, r);
-    // A client that goes away takes its upstream request with it.
-    res.once('close', () => {
-      if (!res.writableFinished) upstreamReq.destroy();
-      resolve();
-    });
-    upstreamReq.on('error', () => {
-      if (res.headersSent) res.destroy();
-      else reject(failure());
-    });
-    upstreamReq.on('response', (upstreamRes) => {
-      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders));
-      upstreamRes.pipe(res);
-      upstreamRes.once('close', () => {
-        // The application cut its reply short: so must we.
-        if (!upstreamRes.complete) res.destroy();
+    res.once('close', () => resolve());
+    const attempt = (retry: boolean): void => {
+      const { request: upstreamReq, failure } = openUpstream(up, r);
+      // A client that goes away takes its upstream request with it.
+      const onClientGone = (): void => {
+        if (!res.writableFinished) upstreamReq.destroy();
+      };
+      res.once('close', onClientGone);
+      upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
+        if (res.headersSent) {
+          res.destroy();
+        } else if (retry && upstreamReq.reusedSocket && err.code === 'ECONNRESET' && !streamed && IDEMPOTENT.has(r.method)) {
+          // The application closed an idle kept-alive connection just as we reused
+          // it: the request never reached it, so an idempotent one goes once more.
+          res.off('close', onClientGone);
+          attempt(false);
+        } else {
+          reject(failure());
+        }
       });
-    });
-    if (r.body !== undefined) upstreamReq.end(r.body);
-    else if (hasBody(req)) {
-      req.pipe(upstreamReq);
-      req.once('error', () => upstreamReq.destroy());
-    } else upstreamReq.end();
+      upstreamReq.on('response', (upstreamRes) => {
+        res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders));
+        upstreamRes.pipe(res);
+        upstreamRes.once('close', () => {
+          // The application cut its reply short: so must we.
+          if (!upstreamRes.complete) res.destroy();
+        });
+      });
+      if (r.body !== undefined) upstreamReq.end(r.body);
+      else if (streamed) {
+        req.pipe(upstreamReq);
+        req.once('error', () => upstreamReq.destroy());
+      } else upstreamReq.end();
+    };
+    attempt(true);
   });
 }
 

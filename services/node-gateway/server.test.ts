@@ -466,6 +466,33 @@ test('application slow: 504; client gone: upstream request closed', async () => 
   assert.ok(upstreamClosed.includes(path), 'the upstream request was not closed');
 });
 
+test('a kept-alive connection the application closed: idempotent requests retried once, others 502', async () => {
+  // Answers the first request on each connection, drops the connection on the second.
+  const perSocket = new WeakMap<object, number>();
+  let connections = 0;
+  const flaky = http.createServer((req, res) => {
+    const n = (perSocket.get(req.socket) ?? 0) + 1;
+    perSocket.set(req.socket, n);
+    if (n === 1) connections++;
+    req.resume();
+    if (n > 1) req.socket.destroy();
+    else req.on('end', () => res.end('{}'));
+  });
+  await new Promise<void>((r) => flaky.listen(0, '127.0.0.1', () => r()));
+  try {
+    const g = await gateway({ UPSTREAM_URL: `http://127.0.0.1:${(flaky.address() as AddressInfo).port}` });
+    const t = token();
+    assert.equal((await signedSend(g, t, { path: '/1.5/42/a' }).reply).status, 200);
+    assert.equal((await signedSend(g, t, { method: 'PUT', path: '/1.5/42/b', body: '{}', contentType: 'application/json', hash: true }).reply).status, 200);
+    assert.equal(connections, 2, 'the retry went over a new connection');
+    const post = await signedSend(g, t, { method: 'POST', path: '/1.5/42/c', body: '{}', contentType: 'application/json', hash: true }).reply;
+    assertError(post, 502, 'error', /unavailable/);
+  } finally {
+    flaky.closeAllConnections();
+    await new Promise((r) => flaky.close(r));
+  }
+});
+
 test('application down: 502 for requests, 503 for the heartbeat; lbheartbeat stays 200', async () => {
   const up = await gateway();
   assert.equal((await send(up, { path: '/__heartbeat__' })).status, 200);
