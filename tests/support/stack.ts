@@ -4,6 +4,7 @@
 // and small request helpers for the login service and the gateway.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Env } from '../../lib/config.js';
@@ -157,4 +158,46 @@ export function isErrorBody(body: unknown, statusString?: string): boolean {
     (e: { location?: unknown; name?: unknown; description?: unknown }) =>
       ['header', 'url', 'body', 'internal'].includes(e.location as string) && typeof e.name === 'string' && typeof e.description === 'string',
   );
+}
+
+export interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: any;
+}
+
+/**
+ * One request with the target sent exactly as given (no URL normalisation, which
+ * fetch and `new URL` apply), on a fresh connection. Node refuses to send
+ * control characters and spaces in a target; callers keep to \x21-\x7e.
+ */
+export function rawRequest(
+  baseUrl: string,
+  o: { method?: string; target: string; headers?: Record<string, string>; body?: string; timeoutMs?: number },
+): Promise<RawResponse> {
+  const base = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: base.hostname, port: base.port, method: o.method ?? 'GET', path: o.target, headers: o.headers, agent: false, timeout: o.timeoutMs ?? 10_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown;
+          try {
+            json = text ? JSON.parse(text) : undefined;
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`request ${o.target} timed out`)));
+    req.on('error', reject);
+    req.end(o.body);
+  });
 }
