@@ -23,14 +23,15 @@ const HOP_BY_HOP = new Set([
 const GATEWAY_OWNED = /^(authorization|forwarded|x-forwarded-.*|x-authenticated-.*|expect)$/;
 
 /** Hop-by-hop headers plus the ones a `Connection` header names. */
-function connectionScoped(rawHeaders: readonly string[]): Set<string> {
-  const names = new Set(HOP_BY_HOP);
+function connectionScoped(rawHeaders: readonly string[]): ReadonlySet<string> {
+  let names: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i].toLowerCase() === 'connection') {
+      names ??= new Set(HOP_BY_HOP);
       for (const token of rawHeaders[i + 1].split(',')) names.add(token.trim().toLowerCase());
     }
   }
-  return names;
+  return names ?? HOP_BY_HOP;
 }
 
 export interface ForwardIdentity {
@@ -177,27 +178,27 @@ export function forward(
   const { req, res } = client;
   const streamed = r.body === undefined && hasBody(req);
   return new Promise((resolve, reject) => {
-    res.once('close', () => resolve());
+    let upstreamReq: http.ClientRequest;
+    // A client that goes away takes its upstream request with it.
+    res.once('close', () => {
+      if (!res.writableFinished) upstreamReq.destroy();
+      resolve();
+    });
     const attempt = (retry: boolean): void => {
-      const { request: upstreamReq, failure } = openUpstream(up, r);
-      // A client that goes away takes its upstream request with it.
-      const onClientGone = (): void => {
-        if (!res.writableFinished) upstreamReq.destroy();
-      };
-      res.once('close', onClientGone);
-      upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
+      const { request, failure } = openUpstream(up, r);
+      upstreamReq = request;
+      request.on('error', (err: NodeJS.ErrnoException) => {
         if (res.headersSent) {
           res.destroy();
-        } else if (retry && upstreamReq.reusedSocket && err.code === 'ECONNRESET' && !streamed && IDEMPOTENT.has(r.method)) {
+        } else if (retry && request.reusedSocket && err.code === 'ECONNRESET' && !streamed && IDEMPOTENT.has(r.method)) {
           // The application closed an idle kept-alive connection just as we reused
           // it: the request never reached it, so an idempotent one goes once more.
-          res.off('close', onClientGone);
           attempt(false);
         } else {
           reject(failure());
         }
       });
-      upstreamReq.on('response', (upstreamRes) => {
+      request.on('response', (upstreamRes) => {
         res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders));
         upstreamRes.pipe(res);
         upstreamRes.once('close', () => {
@@ -205,11 +206,11 @@ export function forward(
           if (!upstreamRes.complete) res.destroy();
         });
       });
-      if (r.body !== undefined) upstreamReq.end(r.body);
+      if (r.body !== undefined) request.end(r.body);
       else if (streamed) {
-        req.pipe(upstreamReq);
-        req.once('error', () => upstreamReq.destroy());
-      } else upstreamReq.end();
+        req.pipe(request);
+        req.once('error', () => request.destroy());
+      } else request.end();
     };
     attempt(true);
   });
