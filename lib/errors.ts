@@ -1,6 +1,6 @@
 // One error type per protocol error. Code throws these; one place per
-// transport turns them into responses (lib/http-errors.ts for HTTP,
-// lib/grpc.ts for gRPC), so status codes and status strings live only here.
+// transport turns them into responses (services/login/error-handler.ts and
+// services/node-gateway/respond.ts for HTTP, lib/grpc.ts for gRPC), so status codes and status strings live only here.
 
 export type ErrorLocation = 'header' | 'url' | 'body' | 'internal';
 
@@ -15,16 +15,23 @@ export class ProtocolError extends Error {
   readonly status: number = 500;
   /** The DESIGN §3 status string. */
   readonly statusString: string = 'error';
-  readonly location: ErrorLocation = 'internal';
-  readonly field: string = '';
+  /** Where the problem is; a class's default comes from its static `location`. */
+  readonly location: ErrorLocation;
+  readonly field: string;
   /** Extra response headers (Retry-After, Allow, WWW-Authenticate ...). */
   readonly headers: Record<string, string> = {};
+
+  // Class defaults are statics, not instance fields: a subclass's field
+  // initializer would run after this constructor and overwrite the caller's value.
+  static readonly location: ErrorLocation = 'internal';
+  static readonly field: string = '';
 
   constructor(description: string, opts: { location?: ErrorLocation; field?: string; headers?: Record<string, string> } = {}) {
     super(description);
     this.name = new.target.name;
-    if (opts.location) this.location = opts.location;
-    if (opts.field !== undefined) this.field = opts.field;
+    const cls = new.target as unknown as typeof ProtocolError;
+    this.location = opts.location ?? cls.location;
+    this.field = opts.field ?? cls.field;
     if (opts.headers) this.headers = { ...opts.headers };
   }
 
@@ -50,53 +57,53 @@ export class BadRequest extends ProtocolError {
 // 401 with status "error": missing or unparseable Authorization, unknown scheme.
 export class Unauthorized extends ProtocolError {
   override readonly status = 401;
-  override readonly location = 'header' as ErrorLocation;
-  override readonly field = 'Authorization';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'Authorization';
 }
 
 export class InvalidCredentials extends ProtocolError {
   override readonly status = 401;
   override readonly statusString = 'invalid-credentials';
-  override readonly location = 'header' as ErrorLocation;
-  override readonly field = 'Authorization';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'Authorization';
 }
 
 export class InvalidTimestamp extends ProtocolError {
   override readonly status = 401;
   override readonly statusString = 'invalid-timestamp';
-  override readonly location = 'header' as ErrorLocation;
-  override readonly field = 'Authorization';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'Authorization';
 }
 
 export class InvalidGeneration extends ProtocolError {
   override readonly status = 401;
   override readonly statusString = 'invalid-generation';
-  override readonly location = 'body' as ErrorLocation;
-  override readonly field = 'generation';
+  static override readonly location: ErrorLocation = 'body';
+  static override readonly field: string = 'generation';
 }
 
 export class InvalidClientState extends ProtocolError {
   override readonly status = 401;
   override readonly statusString = 'invalid-client-state';
-  override readonly location = 'header' as ErrorLocation;
-  override readonly field = 'X-Client-State';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'X-Client-State';
 }
 
 export class NewUsersDisabled extends ProtocolError {
   override readonly status = 403;
   override readonly statusString = 'new-users-disabled';
-  override readonly location = 'body' as ErrorLocation;
-  override readonly field = 'email';
+  static override readonly location: ErrorLocation = 'body';
+  static override readonly field: string = 'email';
 }
 
 export class NotFound extends ProtocolError {
   override readonly status = 404;
-  override readonly location = 'url' as ErrorLocation;
+  static override readonly location: ErrorLocation = 'url';
 }
 
 export class MethodNotAllowed extends ProtocolError {
   override readonly status = 405;
-  override readonly location = 'url' as ErrorLocation;
+  static override readonly location: ErrorLocation = 'url';
   constructor(allowed: string[]) {
     super(`method not allowed; allowed: ${allowed.join(', ')}`, { headers: { Allow: allowed.join(', ') } });
   }
@@ -104,13 +111,13 @@ export class MethodNotAllowed extends ProtocolError {
 
 export class NotAcceptable extends ProtocolError {
   override readonly status = 406;
-  override readonly location = 'header' as ErrorLocation;
-  override readonly field = 'Accept';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'Accept';
 }
 
 export class PayloadTooLarge extends ProtocolError {
   override readonly status = 413;
-  override readonly location = 'body' as ErrorLocation;
+  static override readonly location: ErrorLocation = 'body';
 }
 
 /** An internal fault. Its message goes to the logs only. */
