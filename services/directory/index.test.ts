@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { runEntryPoint, tempStoreUrl } from './testkit.js';
+import { runEntryPoint, tempStoreUrl } from '../../tests/support/services.js';
 
 const entry = fileURLToPath(new URL('./index.ts', import.meta.url));
 
@@ -21,5 +21,5 @@ test('directory entry point: listens, logs its port, exits 0 on SIGTERM', async 
 test('directory entry point: invalid configuration prints the variable and exits 1', async () => {
   const run = await runEntryPoint(entry, { STORE_URL: 'postgres://nope', DIRECTORY_PORT: '0' }, /listening/);
   assert.equal(run.code, 1);
-  assert.match(run.stderr, /^STORE_URL: must start with mongodb:\/\/ or sqlite:/);
+  assert.match(run.stderr, /^configuration error: STORE_URL: must start with mongodb:\/\/ or sqlite:/);
 });

@@ -14,7 +14,7 @@ import {
 import { startDirectory, type RunningDirectory } from './server.js';
 import { login as applyLogin } from './service.js';
 import { SqliteUserStore } from './store-sqlite.js';
-import { healthStatus, tempStoreUrl } from './testkit.js';
+import { healthStatus, tempStoreUrl } from '../../tests/support/services.js';
 
 const temp = tempStoreUrl('directory-service-');
 let server: RunningDirectory;

@@ -1,9 +1,8 @@
 // UserStore on SQLite (better-sqlite3). Every method is one statement, so each
 // write is atomic even when several processes share the file. The file may
 // also hold the nodes store, hence the `dir_` table prefix.
-import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
+import type Database from 'better-sqlite3';
+import { openSqlite } from '../../lib/sqlite.js';
 import type { ReplacedUser, UserRecord, UserStore } from './store.js';
 
 const SCHEMA = `
@@ -69,18 +68,6 @@ function fromRow(row: UserRow): UserRecord {
     createdAt: row.created_at,
     version: row.version,
   };
-}
-
-/** Opens (creating folders and schema as needed) a SQLite database shared by the stores. */
-export function openSqlite(file: string, schema: string): Database.Database {
-  if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-  const db = new Database(file);
-  // Another process (or the other store) may hold the write lock for a moment.
-  db.pragma('busy_timeout = 5000');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec(schema);
-  return db;
 }
 
 export class SqliteUserStore implements UserStore {

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { runEntryPoint } from '../directory/testkit.js';
+import { runEntryPoint } from '../../tests/support/services.js';
 
 const entry = fileURLToPath(new URL('./index.ts', import.meta.url));
 const env = {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { NodeAssignClient, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
 import { call, CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
 import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
-import { healthStatus, tempStoreUrl } from '../directory/testkit.js';
+import { healthStatus, tempStoreUrl } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
 import { allocate } from './service.js';
 import { SqliteNodeStore } from './store-sqlite.js';

@@ -2,7 +2,7 @@
 // write is atomic even when several processes share the file. The file may
 // also hold the users store, hence the `na_` table prefix.
 import type Database from 'better-sqlite3';
-import { openSqlite } from '../directory/store-sqlite.js';
+import { openSqlite } from '../../lib/sqlite.js';
 import type { NodePatch, NodeRecord, NodeStore } from './store.js';
 
 // The eligibility test and load ratio appear verbatim in the partial
