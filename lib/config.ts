@@ -44,6 +44,16 @@ export const DEFAULTS = {
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
+
+  // ---- overload signal (lib/load.ts): X-Backoff before refusing, 503 beyond a hard cap ----
+  /** X-Backoff value, seconds. */
+  BACKOFF_SECONDS: 30,
+  /** Token requests in flight above which answers carry X-Backoff. */
+  BACKOFF_INFLIGHT: 100,
+  /** Token requests in flight above which new ones get 503 + Retry-After. */
+  MAX_INFLIGHT: 400,
+  /** Mean event-loop delay (ms, over the last second) above which answers carry X-Backoff; 0 turns the check off. */
+  BACKOFF_LOOP_DELAY_MS: 500,
 } as const;
 
 // ---- parsers: each names its variable in the error ----
@@ -245,6 +255,7 @@ export interface LoginConfig {
   grpcDeadlineMs: number;
   retryAfter: number;
   maintenanceMode: boolean;
+  overload: OverloadConfig;
 }
 
 /**
@@ -282,6 +293,34 @@ export function loginConfig(
     grpcDeadlineMs: int(env, 'GRPC_DEADLINE_MS', DEFAULTS.GRPC_DEADLINE_MS, 50, 60_000),
     retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
     maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
+    overload: overloadConfig(env),
+  };
+}
+
+// ---- overload signal (login) ----
+
+export interface OverloadConfig {
+  backoffSeconds: number;
+  backoffInFlight: number;
+  maxInFlight: number;
+  backoffLoopDelayMs: number;
+  /** Retry-After of the 503 beyond the cap (RETRY_AFTER). */
+  retryAfter: number;
+}
+
+export function overloadConfig(env: Env): OverloadConfig {
+  const backoffInFlight = int(env, 'BACKOFF_INFLIGHT', DEFAULTS.BACKOFF_INFLIGHT, 1, 1_000_000);
+  const maxInFlight = int(env, 'MAX_INFLIGHT', Math.max(DEFAULTS.MAX_INFLIGHT, backoffInFlight), 1, 1_000_000);
+  // The cap must leave room for the signal, or clients would be refused without warning.
+  if (maxInFlight < backoffInFlight) {
+    throw new ConfigError('MAX_INFLIGHT', `must be at least BACKOFF_INFLIGHT (${backoffInFlight}), got ${maxInFlight}`);
+  }
+  return {
+    backoffSeconds: int(env, 'BACKOFF_SECONDS', DEFAULTS.BACKOFF_SECONDS, 1, 86_400),
+    backoffInFlight,
+    maxInFlight,
+    backoffLoopDelayMs: int(env, 'BACKOFF_LOOP_DELAY_MS', DEFAULTS.BACKOFF_LOOP_DELAY_MS, 0, 60_000),
+    retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
   };
 }
 

@@ -3,9 +3,10 @@
 // deadline and turn gRPC errors back into the same ProtocolError classes.
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import { randomUUID } from 'node:crypto';
 import { errorClasses, InternalError, ProtocolError, ServiceUnavailable } from './errors.js';
 import type { Logger } from './log.js';
+import { outcomeOf } from './metrics.js';
+import { requestIdFrom } from './request-id.js';
 
 const ERROR_CLASS = 'x-error-class';
 export const REQUEST_ID = 'x-request-id';
@@ -53,10 +54,21 @@ export function unary<Req, Res>(
   fn: (req: Req, ctx: CallContext) => Promise<Res>,
 ): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
-    const requestId = String(call.metadata.get(REQUEST_ID)[0] ?? randomUUID());
+    // The caller's id (login's request id) when sane, so these lines join that request's.
+    const requestId = requestIdFrom(call.metadata.get(REQUEST_ID)[0]);
+    const started = performance.now();
+    const done = (outcome: string): void => {
+      log.debug({ requestId, method, outcome, ms: Math.round(performance.now() - started) }, 'rpc');
+    };
     fn(call.request, { requestId }).then(
-      (res) => callback(null, res),
-      (err) => callback(toServiceError(err, log.child({ requestId }), method)),
+      (res) => {
+        done('ok');
+        callback(null, res);
+      },
+      (err) => {
+        done(outcomeOf(err));
+        callback(toServiceError(err, log.child({ requestId }), method));
+      },
     );
   };
 }
@@ -82,7 +94,7 @@ export function fromServiceError(err: grpc.ServiceError, retryAfter: number): Pr
   }
 }
 
-type UnaryMethod<Req, Res> = (
+export type UnaryMethod<Req, Res> = (
   req: Req,
   metadata: grpc.Metadata,
   options: Partial<grpc.CallOptions>,
