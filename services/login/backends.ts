@@ -1,13 +1,15 @@
 // The login service's two gRPC backends: one client each, created once and
-// reused. Every call carries the configured deadline; lib/grpc.ts maps errors
-// back to ProtocolErrors (a backend down or slow → ServiceUnavailable, 503).
+// reused. Every call carries the configured deadline and the request id, and
+// is timed (by method and outcome) in the one `rpc` below; lib/grpc.ts maps
+// errors back to ProtocolErrors (a backend down or slow → ServiceUnavailable, 503).
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
 import { InternalError } from '../../lib/errors.js';
-import { call, CLIENT_OPTIONS, insecure, type CallOptions } from '../../lib/grpc.js';
+import { call, CLIENT_OPTIONS, insecure, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
 import { DirectoryClient, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
+import type { LoginMetrics } from '../../lib/metrics.js';
 
 const HealthClient = grpc.makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
 
@@ -38,7 +40,10 @@ function userOf(reply: { user?: User | undefined }, method: string): User {
   return reply.user;
 }
 
-export function connectBackends(config: Pick<LoginConfig, 'directoryAddr' | 'nodeAssignAddr' | 'grpcDeadlineMs' | 'retryAfter'>): Backends {
+export function connectBackends(
+  config: Pick<LoginConfig, 'directoryAddr' | 'nodeAssignAddr' | 'grpcDeadlineMs' | 'retryAfter'>,
+  metrics: LoginMetrics,
+): Backends {
   const directory = new DirectoryClient(config.directoryAddr, insecure(), CLIENT_OPTIONS);
   const nodeAssign = new NodeAssignClient(config.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
   // grpc-js shares one connection between clients of the same address and options.
@@ -46,10 +51,15 @@ export function connectBackends(config: Pick<LoginConfig, 'directoryAddr' | 'nod
   const nodeAssignHealth = new HealthClient(config.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
   const opts = (requestId?: string): CallOptions => ({ deadlineMs: config.grpcDeadlineMs, retryAfter: config.retryAfter, requestId });
 
-  async function serving(client: grpc.Client): Promise<boolean> {
+  /** Every backend call goes through here: `name` is the metrics label, e.g. "directory.Login". */
+  function rpc<Req, Res>(name: string, client: grpc.Client, method: UnaryMethod<Req, Res>, req: Req, requestId?: string): Promise<Res> {
+    return metrics.timeCall(name, () => call(client, method, req, opts(requestId)));
+  }
+
+  async function serving(name: string, client: grpc.Client): Promise<boolean> {
     const check = (client as unknown as { Check: HealthCheck }).Check;
     try {
-      const res = await call(client, check, { service: '' }, opts());
+      const res = await rpc(`${name}.Health.Check`, client, check, { service: '' });
       return res.status === 'SERVING';
     } catch {
       return false;
@@ -58,18 +68,19 @@ export function connectBackends(config: Pick<LoginConfig, 'directoryAddr' | 'nod
 
   return {
     async login(req, requestId) {
-      return userOf(await call(directory, directory.login, req, opts(requestId)), 'Login');
+      return userOf(await rpc('directory.Login', directory, directory.login, req, requestId), 'Login');
     },
     async allocate(service, requestId) {
-      const { node } = await call(nodeAssign, nodeAssign.allocate, { service }, opts(requestId));
+      const { node } = await rpc('nodeassign.Allocate', nodeAssign, nodeAssign.allocate, { service }, requestId);
       if (!node?.url) throw new InternalError('nodeassign Allocate returned no node');
+      metrics.allocations.inc({ application: service });
       return node.url;
     },
     async assignNode(req, requestId) {
-      return userOf(await call(directory, directory.assignNode, req, opts(requestId)), 'AssignNode');
+      return userOf(await rpc('directory.AssignNode', directory, directory.assignNode, req, requestId), 'AssignNode');
     },
     async health() {
-      const [d, n] = await Promise.all([serving(directoryHealth), serving(nodeAssignHealth)]);
+      const [d, n] = await Promise.all([serving('directory', directoryHealth), serving('nodeassign', nodeAssignHealth)]);
       return { directory: d, nodeassign: n };
     },
     close() {

@@ -35,11 +35,14 @@ export function errorHandler(opts: ErrorHandlerOptions): Middleware {
       await next();
     } catch (caught) {
       const err = caught instanceof ProtocolError ? caught : fromHttpError(caught);
-      const requestId = ctx.state.requestId as string | undefined;
+      // The access line (requestContext) reads the status string from here.
+      ctx.state.error = err;
+      // The request's own logger carries its request id.
+      const log = (ctx.state.log as Logger | undefined) ?? opts.log;
       if (!(caught instanceof ProtocolError) && err.status >= 500) {
-        opts.log.error({ err: caught, requestId, path: ctx.path }, 'request failed unexpectedly');
+        log.error({ err: caught, path: ctx.path }, 'request failed unexpectedly');
       } else if (!err.expose) {
-        opts.log.warn({ err: err.message, class: err.name, requestId, path: ctx.path }, 'request failed');
+        log.warn({ err: err.message, class: err.name, path: ctx.path }, 'request failed');
       }
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       if (err.status === 401) ctx.set('WWW-Authenticate', [...opts.challenges]);

@@ -1,14 +1,17 @@
 // The login service: Koa over node:http, one gRPC client per backend.
-// A request goes: requestContext → handleErrors → router → one endpoint's
-// middleware array (actions/*.ts) → response.
+// A request goes: requestContext (request id, access line, metrics) →
+// handleErrors → router → one endpoint's middleware array (actions/*.ts) → response.
 import Koa from 'koa';
 import Router from '@koa/router';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LoginConfig } from '../../lib/config.js';
 import { NotFound } from '../../lib/errors.js';
+import { watchLoopDelay } from '../../lib/load.js';
 import { logger } from '../../lib/log.js';
+import { LoginMetrics } from '../../lib/metrics.js';
 import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
+import { metricsEndpoint } from './actions/metrics.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
 import { versionEndpoint } from './actions/version.js';
 import { createAssertionVerifier, SCHEMES } from './assertion.js';
@@ -29,9 +32,10 @@ export function createApp(deps: LoginDeps): Koa {
   router.all('/__heartbeat__', ...heartbeatEndpoint(deps));
   router.all('/__lbheartbeat__', ...lbHeartbeatEndpoint());
   router.all('/__version__', ...versionEndpoint());
+  router.all('/metrics', ...metricsEndpoint(deps));
 
   const app = new Koa();
-  app.use(requestContext(deps.log));
+  app.use(requestContext(deps.log, deps.metrics));
   app.use(errorHandler({ log: deps.log, challenges: SCHEMES }));
   app.use(router.routes());
   app.use(async function unknownPath() {
@@ -57,8 +61,10 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     skewSeconds: config.assertionSkew,
     generationClaim: config.generationClaim,
   });
-  const backends = connectBackends(config);
-  const app = createApp({ config, verifier, backends, log });
+  const metrics = new LoginMetrics();
+  const backends = connectBackends(config, metrics);
+  const loopDelay = watchLoopDelay();
+  const app = createApp({ config, verifier, backends, log, metrics, loopDelay });
   const server = createServer(app.callback());
   try {
     await new Promise<void>((resolve, reject) => {
@@ -70,6 +76,7 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     });
   } catch (err) {
     backends.close();
+    loopDelay.stop();
     throw err;
   }
   const { port } = server.address() as AddressInfo;
@@ -81,6 +88,7 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     close: async () => {
       await close(server);
       backends.close();
+      loopDelay.stop();
     },
   };
 }

@@ -1,9 +1,11 @@
 // Middleware shared by the login endpoints, and what every endpoint gets.
 import type { Middleware } from 'koa';
-import { randomUUID } from 'node:crypto';
 import type { LoginConfig } from '../../lib/config.js';
-import { MethodNotAllowed } from '../../lib/errors.js';
+import { MethodNotAllowed, ServiceUnavailable } from '../../lib/errors.js';
+import { decideLoad, type LoopDelay } from '../../lib/load.js';
 import type { Logger } from '../../lib/log.js';
+import { statusStringOf, type LoginMetrics } from '../../lib/metrics.js';
+import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import type { AssertionVerifier } from './assertion.js';
 import type { Backends } from './backends.js';
 
@@ -12,6 +14,8 @@ export interface LoginDeps {
   verifier: AssertionVerifier;
   backends: Backends;
   log: Logger;
+  metrics: LoginMetrics;
+  loopDelay: LoopDelay;
 }
 
 export const GET_HEAD = ['GET', 'HEAD'] as const;
@@ -24,24 +28,61 @@ export function allowMethods(methods: readonly string[]): Middleware {
   };
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** A path for the access line: unknown paths are whatever the client sent, so cut short. */
+const MAX_LOGGED_PATH = 200;
 
 /**
  * Outermost: a request id (the caller's X-Request-Id when sane), X-Timestamp
- * on every response, one log line per request. Never logs headers or query.
+ * on every response, a logger carrying the request id (`ctx.state.log`), one
+ * access line and the request metrics per request. The access line never holds
+ * headers or the query.
  */
-export function requestContext(log: Logger): Middleware {
+export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
   return async function trackRequest(ctx, next) {
-    const given = ctx.get('X-Request-Id');
-    const requestId = REQUEST_ID.test(given) ? given : randomUUID();
+    const requestId = requestIdFrom(ctx.get(REQUEST_ID_HEADER));
     ctx.state.requestId = requestId;
-    ctx.set('X-Request-Id', requestId);
+    ctx.state.log = log.child({ requestId });
+    ctx.set(REQUEST_ID_HEADER, requestId);
     ctx.set('X-Timestamp', String(Math.floor(Date.now() / 1000)));
     const started = performance.now();
     try {
       await next();
     } finally {
-      log.info({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+      const seconds = (performance.now() - started) / 1000;
+      const statusString = statusStringOf(ctx.status, ctx.state.error);
+      // A route template, so a label never holds what a client typed.
+      const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
+      metrics.observeRequest({ route, method: ctx.method, status: ctx.status, statusString, seconds });
+      const uid = (ctx.state.user as { uid?: number } | undefined)?.uid;
+      (ctx.state.log as Logger).info(
+        { method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, ms: Math.round(seconds * 1000), ...(uid ? { uid } : {}) },
+        'request',
+      );
+    }
+  };
+}
+
+/**
+ * The overload signal on token requests: X-Backoff above the in-flight or
+ * event-loop thresholds, 503 + Retry-After beyond the hard cap (lib/load.ts).
+ * One counter per endpoint instance, so each login instance counts its own.
+ */
+export function shedLoad(deps: Pick<LoginDeps, 'config' | 'metrics' | 'loopDelay'>): Middleware {
+  let inFlight = 0;
+  return async function shedLoad(ctx, next) {
+    inFlight++;
+    deps.metrics.tokenRequestsInFlight.inc();
+    try {
+      const decision = decideLoad({ inFlight, loopDelayMs: deps.loopDelay.ms() }, deps.config.overload);
+      if (decision.action !== 'serve') {
+        deps.metrics.overload.inc({ action: decision.action });
+        ctx.set('X-Backoff', String(decision.backoffSeconds));
+      }
+      if (decision.action === 'reject') throw new ServiceUnavailable('too many requests in flight', decision.retryAfter);
+      await next();
+    } finally {
+      inFlight--;
+      deps.metrics.tokenRequestsInFlight.dec();
     }
   };
 }

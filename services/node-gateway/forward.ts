@@ -21,6 +21,7 @@ const HOP_BY_HOP = new Set([
 
 /** Headers only the gateway may set towards the application; a client's copy is dropped. */
 const GATEWAY_OWNED = /^(authorization|forwarded|x-forwarded-.*|x-authenticated-.*|expect)$/;
+const REQUEST_ID = 'x-request-id';
 
 /** Hop-by-hop headers plus the ones a `Connection` header names. */
 function connectionScoped(rawHeaders: readonly string[]): ReadonlySet<string> {
@@ -43,6 +44,8 @@ export interface ForwardIdentity {
   publicUrl: URL;
   /** Set when the body was buffered: its exact length replaces the client's framing. */
   bodyLength?: number;
+  /** The gateway's request id (X-Request-Id): replaces the client's, so the application logs the same id. */
+  requestId?: string;
 }
 
 /**
@@ -57,9 +60,11 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], who: Forwa
     const name = rawHeaders[i].toLowerCase();
     if (drop.has(name) || GATEWAY_OWNED.test(name)) continue;
     if (who.bodyLength !== undefined && name === 'content-length') continue;
+    if (who.requestId !== undefined && name === REQUEST_ID) continue;
     out.push(rawHeaders[i], rawHeaders[i + 1]);
   }
   if (who.bodyLength !== undefined) out.push('Content-Length', String(who.bodyLength));
+  if (who.requestId !== undefined) out.push('X-Request-Id', who.requestId);
   out.push(
     'X-Forwarded-For', who.clientAddress,
     'X-Forwarded-Proto', who.publicUrl.protocol.slice(0, -1),
@@ -70,13 +75,19 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], who: Forwa
   return out;
 }
 
-/** Response headers for the client: the upstream's, minus its connection-scoped ones. */
-export function clientResponseHeaders(rawHeaders: readonly string[]): string[] {
+/**
+ * Response headers for the client: the upstream's, minus its connection-scoped
+ * ones; then the gateway's own (`own`, a raw list), which replace the upstream's of the same name.
+ */
+export function clientResponseHeaders(rawHeaders: readonly string[], own: readonly string[] = []): string[] {
   const drop = connectionScoped(rawHeaders);
+  const ownNames = own.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (!drop.has(rawHeaders[i].toLowerCase())) out.push(rawHeaders[i], rawHeaders[i + 1]);
+    const name = rawHeaders[i].toLowerCase();
+    if (!drop.has(name) && !ownNames.includes(name)) out.push(rawHeaders[i], rawHeaders[i + 1]);
   }
+  out.push(...own);
   return out;
 }
 
@@ -173,7 +184,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 export function forward(
   client: { req: http.IncomingMessage; res: http.ServerResponse },
   up: Upstream,
-  r: UpstreamRequest & { body?: Buffer },
+  r: UpstreamRequest & { body?: Buffer; responseHeaders?: readonly string[] },
 ): Promise<void> {
   const { req, res } = client;
   const streamed = r.body === undefined && hasBody(req);
@@ -199,7 +210,7 @@ export function forward(
         }
       });
       request.on('response', (upstreamRes) => {
-        res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders));
+        res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders, r.responseHeaders));
         upstreamRes.pipe(res);
         upstreamRes.once('close', () => {
           // The application cut its reply short: so must we.

@@ -15,7 +15,8 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
   res.end(text);
 }
 
-export function sendError(res: http.ServerResponse, err: unknown, log: Logger): void {
+/** `extra`: headers the gateway sends on every answer (X-Request-Id). */
+export function sendError(res: http.ServerResponse, err: unknown, log: Logger, extra: Record<string, string> = {}): void {
   if (res.writableEnded || !res.socket || res.socket.destroyed) {
     log.debug({ reason: (err as Error)?.message }, 'client went away');
     return;
@@ -29,7 +30,7 @@ export function sendError(res: http.ServerResponse, err: unknown, log: Logger): 
     res.destroy();
     return;
   }
-  const headers: Record<string, string> = { 'X-Timestamp': String(Math.floor(Date.now() / 1000)), ...e.headers };
+  const headers: Record<string, string> = { 'X-Timestamp': String(Math.floor(Date.now() / 1000)), ...e.headers, ...extra };
   if (e.status === 401 && headers['WWW-Authenticate'] === undefined) headers['WWW-Authenticate'] = 'Hawk';
   // An unread request body would otherwise be drained (or block) before the next request.
   if (!res.req.complete) headers.Connection = 'close';

@@ -1,11 +1,16 @@
 // The node-gateway (DESIGN §6): plain node:http, since every request to an
 // application node passes through here. Checks the token and the Hawk
-// signature, then streams the request to the application.
+// signature, then streams the request to the application. Every request gets
+// a request id (X-Request-Id, passed on to the application), one access line
+// and its metrics (/metrics).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { GatewayConfig } from '../../lib/config.js';
-import { PayloadTooLarge, ServiceUnavailable } from '../../lib/errors.js';
+import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
 import { logger } from '../../lib/log.js';
+import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
+import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
+import { VERSION_INFO } from '../../lib/version.js';
 import { authenticate, checkPayloadHash, guardedNode, tokenCache } from './auth.js';
 import { forward, hasBody, probe, upstream, upstreamRequestHeaders } from './forward.js';
 import { NonceCache } from './nonces.js';
@@ -19,12 +24,29 @@ const REQUEST_TIMEOUT_MS = 120_000;
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /** Methods whose requests carry no body unless they say so; others get an explicit empty one. */
 const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
+/** Paths are what clients sent: the access line keeps this much. */
+const MAX_LOGGED_PATH = 200;
+const CLIENT_GONE = 499;
 
 export interface Gateway {
   port: number;
   url: string;
   close(): Promise<void>;
 }
+
+/** What the access line and the metrics learn about one request as it goes. */
+interface Exchange {
+  requestId: string;
+  route: string;
+  started: number;
+  uid?: number;
+  /** When forwarding began (performance.now()). */
+  upstreamStarted?: number;
+  error?: unknown;
+}
+
+/** Routes the gateway answers itself; everything else is proxied. */
+const OWN_ROUTES = new Set(['/__lbheartbeat__', '/__heartbeat__', '/__version__', '/metrics']);
 
 /** Reads a body up to `limit` bytes; more is 413 (the Content-Length is trusted to refuse early). */
 function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
@@ -54,13 +76,20 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const nonces = new NonceCache(config.nonceCacheSize, 2 * config.hawkSkew * 1000);
   const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
+  const metrics = new GatewayMetrics();
 
-  async function heartbeat(res: http.ServerResponse): Promise<void> {
+  async function heartbeat(res: http.ServerResponse, own: Record<string, string>): Promise<void> {
     if (!(await probe(app))) throw new ServiceUnavailable('the application node is unreachable');
-    sendJson(res, 200, { status: 'ok' });
+    sendJson(res, 200, { status: 'ok' }, own);
   }
 
-  async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean): Promise<void> {
+  async function exposeMetrics(res: http.ServerResponse, own: Record<string, string>): Promise<void> {
+    const page = await metrics.page();
+    res.writeHead(200, { 'Content-Type': page.contentType, 'Content-Length': String(Buffer.byteLength(page.body)), 'Cache-Control': 'no-store', ...own });
+    res.end(page.body);
+  }
+
+  async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange): Promise<void> {
     const method = req.method ?? 'GET';
     const target = req.url ?? '/';
     const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
@@ -68,6 +97,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       nonces,
       tokens,
     });
+    exchange.uid = caller.uid;
     // Only now is the client told to send its body (Expect: 100-continue).
     if (expectsContinue) res.writeContinue();
     let body: Buffer | undefined;
@@ -82,24 +112,77 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       clientAddress: req.socket.remoteAddress ?? '',
       publicUrl,
       bodyLength: body?.length ?? (bodyless && !BODYLESS_METHODS.has(method) ? 0 : undefined),
+      requestId: exchange.requestId,
     });
-    await forward({ req, res }, app, { method, target, headers, body });
+    exchange.upstreamStarted = performance.now();
+    await forward({ req, res }, app, { method, target, headers, body, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] });
+  }
+
+  /** Once the response is over (or the client gone): the access line and the metrics. */
+  function finish(req: http.IncomingMessage, res: http.ServerResponse, path: string, x: Exchange): void {
+    const now = performance.now();
+    // 499 (as nginx logs it): the client went away before any answer.
+    const status = res.headersSent ? res.statusCode : CLIENT_GONE;
+    const statusString = statusStringOf(status, x.error);
+    const method = req.method ?? 'GET';
+    metrics.observeRequest({ route: x.route, method, status, statusString, seconds: (now - x.started) / 1000 });
+    let upstreamMs: number | undefined;
+    if (x.upstreamStarted !== undefined) {
+      upstreamMs = Math.round(now - x.upstreamStarted);
+      const outcome =
+        x.error instanceof BadGateway || x.error instanceof GatewayTimeout ? x.error.name : res.writableFinished ? statusClass(status) : 'aborted';
+      metrics.upstream.observe({ outcome }, (now - x.upstreamStarted) / 1000);
+    } else if (x.route === 'proxy' && x.error instanceof ProtocolError && x.error.expose) {
+      metrics.rejections.inc({ reason: x.error.name });
+    }
+    log.info(
+      {
+        requestId: x.requestId,
+        method,
+        // Never the query: it is the application's, and may carry anything.
+        path: path.slice(0, MAX_LOGGED_PATH),
+        status,
+        statusString,
+        ms: Math.round(now - x.started),
+        ...(upstreamMs !== undefined ? { upstreamMs } : {}),
+        ...(x.uid !== undefined ? { uid: x.uid } : {}),
+      },
+      'request',
+    );
   }
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue = false): void {
     const path = (req.url ?? '/').split('?', 1)[0];
+    const exchange: Exchange = {
+      requestId: requestIdFrom(req.headers['x-request-id']),
+      route: OWN_ROUTES.has(path) ? path : 'proxy',
+      started: performance.now(),
+    };
+    // Passed explicitly, not with setHeader: Node 20's writeHead would then collapse repeated upstream headers.
+    const own = { [REQUEST_ID_HEADER]: exchange.requestId };
+    res.once('close', () => finish(req, res, path, exchange));
     let work: Promise<void>;
     if (path === '/__lbheartbeat__') {
       req.resume();
-      sendJson(res, 200, {});
+      sendJson(res, 200, {}, own);
       return;
+    } else if (path === '/__version__') {
+      req.resume();
+      sendJson(res, 200, VERSION_INFO, own);
+      return;
+    } else if (path === '/metrics') {
+      req.resume();
+      work = exposeMetrics(res, own);
     } else if (path === '/__heartbeat__') {
       req.resume();
-      work = heartbeat(res);
+      work = heartbeat(res, own);
     } else {
-      work = proxy(req, res, expectsContinue);
+      work = proxy(req, res, expectsContinue, exchange);
     }
-    work.catch((err: unknown) => sendError(res, err, log));
+    work.catch((err: unknown) => {
+      exchange.error = err;
+      sendError(res, err, log.child({ requestId: exchange.requestId }), own);
+    });
   }
 
   const server = http.createServer({

@@ -13,7 +13,7 @@ import type { User } from '../../../lib/gen/directory.js';
 import type { VerifiedAssertion } from '../assertion.js';
 import { sendJson } from '../error-handler.js';
 import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
-import { allowMethods, GET_HEAD, type LoginDeps } from '../shared.js';
+import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
 export const TOKEN_PATH = '/1.0/:app/:version';
 const ASSIGN_ATTEMPTS = 3;
@@ -107,6 +107,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   return [
     knownApplication,
     allowMethods(GET_HEAD) as TokenMiddleware,
+    shedLoad(deps) as TokenMiddleware,
     notInMaintenance,
     acceptJson,
     checkClientState,
