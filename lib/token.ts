@@ -1,7 +1,7 @@
 // tokenlib v1 tokens (DESIGN §5), byte-compatible with Mozilla's token servers:
 // id = urlsafe-b64(payload JSON || HMAC-SHA256(signing key, payload JSON)),
 // key = urlsafe-b64(HKDF(node secret, salt, "…/derive/" + id)).
-import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { InvalidCredentials, InvalidTimestamp } from './errors.js';
 
 const NODE_SECRET_INFO = 'services.mozilla.com/mozsvc/v1/node_secret/';
@@ -19,7 +19,7 @@ export interface TokenPayload {
   [extra: string]: unknown;
 }
 
-function hkdf(ikm: string | Buffer, salt: string, info: string, length: number): Buffer {
+function hkdf(ikm: string | Buffer | KeyObject, salt: string, info: string, length: number): Buffer {
   return Buffer.from(hkdfSync('sha256', ikm, salt, info, length));
 }
 
@@ -54,7 +54,8 @@ export function signingKey(secret: string): Buffer {
 }
 
 function b64(buf: Buffer): string {
-  return buf.toString('base64').replace(/\+/g, '-').replace(/\//g, '_');
+  // tokenlib's urlsafe base64 keeps the padding that base64url drops.
+  return buf.toString('base64url') + '='.repeat((3 - (buf.length % 3)) % 3);
 }
 
 /** Strict urlsafe base64, padding optional; null when it is not. */
@@ -76,9 +77,13 @@ export function encodeToken(payloadJson: string, secret: string): string {
   return b64(Buffer.concat([body, sig]));
 }
 
+const secretKeyCache = new Map<string, KeyObject>();
+
 /** The Hawk key for a token id. */
 export function derivedSecret(id: string, salt: string, secret: string): string {
-  return b64(hkdf(secret, salt, DERIVE_INFO + id, 32));
+  // A KeyObject made once per secret spares hkdfSync from making one per call.
+  const ikm = remember(secretKeyCache, secret, () => createSecretKey(Buffer.from(secret, 'utf8')));
+  return b64(hkdf(ikm, salt, DERIVE_INFO + id, 32));
 }
 
 export function newSalt(): string {
