@@ -60,8 +60,11 @@ interface AuthOptions {
   scheme?: string;
 }
 
-/** The running system: directory + nodeassign on one store, and login servers on top. */
-class System {
+/**
+ * The running system: directory + nodeassign on one store, and login servers on
+ * top. Exported for other suites that need a real login (tests/openapi.test.ts).
+ */
+export class System {
   private logins: RunningLogin[] = [];
   directoryPort = 0;
   nodeAssignPort = 0;
