@@ -63,3 +63,12 @@ test('openUpstream adds a Host when the client sent none, and prefixes the path'
   up.agent.destroy();
   await new Promise((r) => server.close(r));
 });
+
+test('request id: the gateway’s replaces the client’s towards the application, and the application’s towards the client', () => {
+  const raw = ['Host', 'h', 'X-Request-Id', 'client-says', 'x-request-id', 'again'];
+  const out = upstreamRequestHeaders(raw, { ...who, requestId: 'gw-1' });
+  assert.deepEqual(out.filter((h, i) => i % 2 === 1 && out[i - 1].toLowerCase() === 'x-request-id'), ['gw-1']);
+  assert.deepEqual(upstreamRequestHeaders(raw, who).slice(0, 6), raw, 'without a request id the client’s pass through');
+  const res = ['Content-Type', 'text/plain', 'x-request-id', 'app-id', 'Set-Cookie', 'a', 'Set-Cookie', 'b'];
+  assert.deepEqual(clientResponseHeaders(res, ['X-Request-Id', 'gw-1']), ['Content-Type', 'text/plain', 'Set-Cookie', 'a', 'Set-Cookie', 'b', 'X-Request-Id', 'gw-1']);
+});

@@ -510,3 +510,31 @@ test('application down: 502 for requests, 503 for the heartbeat; lbheartbeat sta
   const lb = await send(g, { path: '/__lbheartbeat__' });
   assert.equal(lb.status, 200);
 });
+
+// ---- observability ----
+
+test('request id: the client’s sane X-Request-Id, else a new one, reaches the application and comes back, on errors too', async () => {
+  const given = await signedSend(gw, token(), { path: '/1.5/42/rid', headers: { 'X-Request-Id': 'client-rid-7' } }).reply;
+  assert.equal(given.status, 200, given.text);
+  assert.equal(given.headers['x-request-id'], 'client-rid-7');
+  assert.equal(seen.at(-1)!.headers['x-request-id'], 'client-rid-7');
+  const made = await signedSend(gw, token(), { path: '/1.5/42/rid', headers: { 'X-Request-Id': 'not sane!' } }).reply;
+  const id = made.headers['x-request-id'];
+  assert.match(String(id), /^[0-9a-f-]{36}$/);
+  assert.equal(seen.at(-1)!.headers['x-request-id'], id, 'the application sees the same id');
+  assert.equal(seen.at(-1)!.rawHeaders.filter((h) => h.toLowerCase() === 'x-request-id').length, 1);
+  const refusedReply = await refused(() => send(gw, { path: '/1.5/42/rid', headers: { 'X-Request-Id': 'refused-1' } }));
+  assert.equal(refusedReply.status, 401);
+  assert.equal(refusedReply.headers['x-request-id'], 'refused-1');
+});
+
+test('/__version__ and /metrics are answered by the gateway itself', async () => {
+  const version = await refused(() => send(gw, { path: '/__version__' }));
+  assert.equal(version.status, 200);
+  assert.equal(version.json().name, 'tokenserver');
+  const metrics = await refused(() => send(gw, { path: '/metrics' }));
+  assert.equal(metrics.status, 200);
+  assert.match(String(metrics.headers['content-type']), /^text\/plain/);
+  assert.match(metrics.text, /^# HELP http_requests_total /m);
+  assert.match(metrics.text, /^gateway_rejections_total\{.*reason="Unauthorized".*\} [1-9]/m);
+});
