@@ -1,0 +1,77 @@
+// Measures a proposed change against the current code in the same run:
+// builds the services twice (as they are, and with some source files
+// replaced), starts a login stack on each (directory, nodeassign, login in
+// their own processes, SQLite) and loads them in alternating rounds. Besides
+// req/s, which a busy machine blurs, it reports CPU time per request of each
+// service, which the machine's other load hardly moves.
+//
+//   npx tsx bench/ab.ts [--seconds 5] [--rounds 3] services/login/assertion.ts=/tmp/assertion.ts [...]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { BUILD_DIR, buildServices, ROOT } from './build.js';
+import { CONNECTIONS, startLoginStack, type LoginStack } from './login.js';
+import { runLoad } from './proc.js';
+
+export interface AbRound {
+  requestsPerSecond: number;
+  /** CPU ms per request, by service. */
+  cpuMsPerRequest: Record<string, number>;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function round(stack: LoginStack, seconds: number): Promise<AbRound> {
+  const services = [stack.login, stack.directory];
+  const before = services.map((s) => s.cpuSeconds());
+  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
+  if (r.non2xx + r.errors > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
+  return {
+    requestsPerSecond: r.requestsPerSecond,
+    cpuMsPerRequest: {
+      ...Object.fromEntries(services.map((s, i) => [s.name, ((s.cpuSeconds() - before[i]) * 1000) / r.total])),
+      'load generator': (r.cpuSeconds * 1000) / r.total,
+    },
+  };
+}
+
+export async function compare(replace: Record<string, string>, o: { seconds: number; rounds: number; users: number }): Promise<Record<'A' | 'B', AbRound[]>> {
+  const variantDir = path.join(ROOT, 'dist', 'bench-variant');
+  buildServices();
+  buildServices(variantDir, replace);
+  const dir = mkdtempSync(path.join(tmpdir(), 'bench-ab-'));
+  const stacks: LoginStack[] = [];
+  try {
+    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'a.db')}`, { users: o.users, buildDir: BUILD_DIR }));
+    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'b.db')}`, { users: o.users, buildDir: variantDir }));
+    for (const s of stacks) await round(s, 2);
+    const out: Record<'A' | 'B', AbRound[]> = { A: [], B: [] };
+    for (let i = 0; i < o.rounds; i++) {
+      out.A.push(await round(stacks[0], o.seconds));
+      out.B.push(await round(stacks[1], o.seconds));
+    }
+    return out;
+  } finally {
+    for (const s of stacks) await s.close();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(variantDir, { recursive: true, force: true });
+  }
+}
+
+const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
+if (isMain) {
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } } });
+  const replace: Record<string, string> = {};
+  for (const p of positionals) {
+    const [from, to] = p.split('=');
+    if (!from || !to) throw new Error(`expected source=replacement, got ${p}`);
+    replace[from] = path.resolve(to);
+  }
+  const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000 });
+  const summary = (rounds: AbRound[]) => ({
+    'req/s (median)': Math.round(median(rounds.map((x) => x.requestsPerSecond))),
+    ...Object.fromEntries(Object.keys(rounds[0].cpuMsPerRequest).map((k) => [`${k} CPU ms/req`, Math.round(1000 * median(rounds.map((x) => x.cpuMsPerRequest[k]))) / 1000])),
+  });
+  console.table({ 'A (current)': summary(r.A), 'B (replaced)': summary(r.B) });
+}

@@ -1,0 +1,52 @@
+// Production runs the services as compiled JavaScript under plain node
+// (Dockerfile: tsc → dist/), not through tsx, whose loader adds a thread, a
+// transform cache and start-up work. The benchmarks measure what production
+// runs: the service sources are transpiled (no type check; `npm run
+// typecheck` does that) into dist/bench/, beside their node_modules.
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** Where the transpiled tree goes (dist/ is ignored by git). */
+export const BUILD_DIR = path.join(ROOT, 'dist', 'bench');
+const SOURCES = ['lib', 'services', 'bench/bare-koa.ts'];
+
+function sourceFiles(rel: string): string[] {
+  const abs = path.join(ROOT, rel);
+  if (statSync(abs).isFile()) return [rel];
+  return readdirSync(abs).flatMap((name) => {
+    const child = path.join(rel, name);
+    if (statSync(path.join(ROOT, child)).isDirectory()) return sourceFiles(child);
+    return name.endsWith('.ts') && !name.endsWith('.test.ts') && !name.endsWith('.d.ts') ? [child] : [];
+  });
+}
+
+/**
+ * Transpiles the services into `dir` (default BUILD_DIR); returns how many
+ * files. `replace` maps a source path to another file to build in its place
+ * (bench/ab.ts measures a proposed change that way).
+ */
+export function buildServices(dir = BUILD_DIR, replace: Record<string, string> = {}): number {
+  const files = SOURCES.flatMap(sourceFiles);
+  for (const rel of files) {
+    const source = replace[rel] ?? path.join(ROOT, rel);
+    const { outputText } = ts.transpileModule(readFileSync(source, 'utf8'), {
+      fileName: rel,
+      compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, esModuleInterop: true, isolatedModules: true },
+    });
+    const out = path.join(dir, rel.replace(/\.ts$/, '.js'));
+    mkdirSync(path.dirname(out), { recursive: true });
+    writeFileSync(out, outputText);
+  }
+  // Node needs to know these .js files are ES modules.
+  writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}\n');
+  return files.length;
+}
+
+/** The built counterpart of a source entry point, e.g. services/login/index.ts → dist/bench/services/login/index.js. */
+export function builtEntry(entry: string, dir = BUILD_DIR): string {
+  return path.join(dir, entry.replace(/\.ts$/, '.js'));
+}

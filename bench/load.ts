@@ -1,0 +1,225 @@
+// A load generator in its own process (forked by bench/proc.ts runLoad): it
+// receives one LoadSpec over IPC, runs it and sends back one LoadResult.
+//  - 'autocannon': throughput (closed loop) or a fixed overall rate, with
+//    autocannon's coordinated-omission correction; latencies in whole ms.
+//    Its rate limit sends each connection's share of a second back to back and
+//    then waits for the next second: bursts at full speed, not an even rate.
+//  - 'paced': an even rate (request k is due at k / rate s) over keep-alive
+//    connections, each latency counted from when the request was due, so a
+//    slow server cannot hide its queue (no coordinated omission).
+//  - 'probe': a fixed number of requests from a few keep-alive loops, timed
+//    with performance.now(), for latency comparisons finer than a millisecond.
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+export interface RequestSpec {
+  method?: string;
+  path: string;
+  headers?: Record<string, string>;
+}
+
+export interface LoadSpec {
+  mode: 'autocannon' | 'paced' | 'probe';
+  /** Base URL of the server, e.g. http://127.0.0.1:8000 */
+  url: string;
+  /** Requests cycled in order, given inline or as a JSON file (large sets of assertions). */
+  requests?: RequestSpec[];
+  requestsFile?: string;
+  /** autocannon: connections, seconds, and an optional overall rate (req/s). */
+  connections?: number;
+  durationSeconds?: number;
+  overallRate?: number;
+  /** paced: requests per second, for durationSeconds, at most maxInFlight at once (default 256). */
+  rate?: number;
+  maxInFlight?: number;
+  /** probe: how many requests, over how many concurrent loops. */
+  count?: number;
+  concurrency?: number;
+}
+
+export interface LoadResult {
+  requestsPerSecond: number;
+  /** ms */
+  latencyP50: number;
+  latencyP99: number;
+  latencyMean: number;
+  total: number;
+  non2xx: number;
+  errors: number;
+  statuses: Record<string, number>;
+  /** CPU time the load generator itself used, seconds (is it the bottleneck?). */
+  cpuSeconds: number;
+}
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p50: number; p99: number; mean: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodeStats?: Record<string, { count: number }>;
+}
+// autocannon ships no types; this is the part of its API we use.
+type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+
+function requestsOf(spec: LoadSpec): RequestSpec[] {
+  const list = spec.requestsFile ? (JSON.parse(readFileSync(spec.requestsFile, 'utf8')) as RequestSpec[]) : spec.requests;
+  if (!list || list.length === 0) throw new Error('a load needs at least one request');
+  return list;
+}
+
+async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
+  const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+  const list = requestsOf(spec);
+  let next = 0;
+  const result = await autocannon({
+    url: spec.url,
+    connections: spec.connections ?? 32,
+    duration: spec.durationSeconds ?? 5,
+    ...(spec.overallRate ? { overallRate: Math.max(1, Math.round(spec.overallRate)) } : {}),
+    requests: [
+      {
+        // Each request takes the next item of the list, whichever connection sends it.
+        setupRequest: (req: Record<string, unknown>) => {
+          const r = list[next++ % list.length];
+          return { ...req, method: r.method ?? 'GET', path: r.path, headers: { ...(req.headers as object), ...r.headers } };
+        },
+      },
+    ],
+  });
+  const statuses: Record<string, number> = {};
+  for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count;
+  return {
+    requestsPerSecond: result.requests.average,
+    latencyP50: result.latency.p50,
+    latencyP99: result.latency.p99,
+    latencyMean: result.latency.mean,
+    total: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+    statuses,
+    cpuSeconds: 0,
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+function sendOne(agent: http.Agent, base: URL, r: RequestSpec): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ agent, host: base.hostname, port: base.port, method: r.method ?? 'GET', path: r.path, headers: r.headers }, (res) => {
+      res.resume();
+      res.once('end', () => resolve(res.statusCode ?? 0));
+      res.once('error', reject);
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/** Collects latencies and statuses; summary() gives the LoadResult. */
+function recorder() {
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  let errors = 0;
+  return {
+    ok(ms: number, status: number) {
+      latencies.push(ms);
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    },
+    error() {
+      errors++;
+    },
+    summary(seconds: number): LoadResult {
+      latencies.sort((a, b) => a - b);
+      return {
+        requestsPerSecond: latencies.length / seconds,
+        latencyP50: percentile(latencies, 50),
+        latencyP99: percentile(latencies, 99),
+        latencyMean: latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length),
+        total: latencies.length,
+        non2xx: latencies.length - (statuses['200'] ?? 0),
+        errors,
+        statuses,
+        cpuSeconds: 0,
+      };
+    },
+  };
+}
+
+async function runProbe(spec: LoadSpec): Promise<LoadResult> {
+  const list = requestsOf(spec);
+  const base = new URL(spec.url);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: spec.concurrency ?? 4 });
+  const count = spec.count ?? 1000;
+  const rec = recorder();
+  let next = 0;
+  const started = performance.now();
+  const loop = async (): Promise<void> => {
+    for (let i = next++; i < count; i = next++) {
+      const t0 = performance.now();
+      try {
+        const status = await sendOne(agent, base, list[i % list.length]);
+        rec.ok(performance.now() - t0, status);
+      } catch {
+        rec.error();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: spec.concurrency ?? 4 }, loop));
+  agent.destroy();
+  return rec.summary((performance.now() - started) / 1000);
+}
+
+async function runPaced(spec: LoadSpec): Promise<LoadResult> {
+  const list = requestsOf(spec);
+  const base = new URL(spec.url);
+  const rate = spec.rate ?? 100;
+  const maxInFlight = spec.maxInFlight ?? 256;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: maxInFlight });
+  const total = Math.round(rate * (spec.durationSeconds ?? 5));
+  const rec = recorder();
+  const started = performance.now();
+  let sent = 0;
+  let inFlight = 0;
+  await new Promise<void>((resolve) => {
+    const tick = (): void => {
+      const now = performance.now();
+      // Everything due by now goes out; a request held back by maxInFlight still counts from when it was due.
+      while (sent < total && started + (sent * 1000) / rate <= now && inFlight < maxInFlight) {
+        const due = started + (sent * 1000) / rate;
+        const r = list[sent++ % list.length];
+        inFlight++;
+        sendOne(agent, base, r).then(
+          (status) => rec.ok(performance.now() - due, status),
+          () => rec.error(),
+        ).finally(() => {
+          inFlight--;
+          if (sent === total && inFlight === 0) resolve();
+        });
+      }
+      if (sent < total) setTimeout(tick, 1);
+    };
+    tick();
+  });
+  agent.destroy();
+  return rec.summary((performance.now() - started) / 1000);
+}
+
+process.once('message', (spec: LoadSpec) => {
+  const cpu = process.cpuUsage();
+  const run = spec.mode === 'probe' ? runProbe : spec.mode === 'paced' ? runPaced : runAutocannon;
+  run(spec).then(
+    (result) => {
+      const used = process.cpuUsage(cpu);
+      process.send!({ ...result, cpuSeconds: (used.user + used.system) / 1e6 }, () => process.exit(0));
+    },
+    (err) => {
+      console.error(`load generator failed: ${(err as Error).stack ?? err}`);
+      process.exit(1);
+    },
+  );
+});

@@ -1,0 +1,161 @@
+// Login throughput and latency for existing users: directory, nodeassign and
+// login each in its own process on one store (SQLite, or MongoDB through the
+// compatible server), the load from another process, next to a bare Koa
+// hello-world measured in the same run.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { BenchResult, BenchRow } from './gateway.js';
+import { addNodes, loginFixture, NODE_URL } from './fixtures.js';
+import type { LoadResult } from './load.js';
+import { runLoad, startBareKoa, startDirectory, startLoginService, startNodeAssign, stopAll, type Service } from './proc.js';
+
+export const CONNECTIONS = 32;
+const THROUGHPUT_RATIO_TARGET = 0.2;
+const P99_TARGET_MS = 25;
+export const RSS_TARGET_MB = 150;
+
+export interface BareKoa {
+  requestsPerSecond: number;
+  latencyP50: number;
+  latencyP99: number;
+  /** CPU time of the Koa process per request, µs. */
+  cpuUsPerRequest: number;
+}
+
+export async function measureBareKoa(seconds: number): Promise<BareKoa> {
+  const koa = await startBareKoa();
+  try {
+    const url = `http://127.0.0.1:${koa.port}`;
+    await runLoad({ mode: 'autocannon', url, requests: [{ path: '/' }], connections: CONNECTIONS, durationSeconds: 1 });
+    const cpu = koa.cpuSeconds();
+    const r = await runLoad({ mode: 'autocannon', url, requests: [{ path: '/' }], connections: CONNECTIONS, durationSeconds: seconds });
+    return { requestsPerSecond: r.requestsPerSecond, latencyP50: r.latencyP50, latencyP99: r.latencyP99, cpuUsPerRequest: ((koa.cpuSeconds() - cpu) * 1e6) / r.total };
+  } finally {
+    await koa.stop();
+  }
+}
+
+export interface LoginStack {
+  directory: Service;
+  nodeAssign: Service;
+  login: Service;
+  url: string;
+  requestsFile: string;
+  users: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the three services on `storeUrl` and logs every user in once, so
+ * the measured requests are existing users with a node (and cached certificates).
+ */
+export async function startLoginStack(
+  storeUrl: string,
+  o: { users: number; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string },
+): Promise<LoginStack> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'bench-login-'));
+  const services: Service[] = [];
+  const close = async () => {
+    await stopAll(services);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const fixture = await loginFixture(dir, o.users, 2, o.emailPrefix);
+    // One after the other: two processes turning a new SQLite file to WAL at once can meet
+    // "database is locked" (seen once in lib/sqlite.ts openSqlite; SQLite skips the busy handler there).
+    const directory = await startDirectory(storeUrl, {}, o.buildDir);
+    services.push(directory);
+    const nodeAssign = await startNodeAssign(storeUrl, {}, o.buildDir);
+    services.push(nodeAssign);
+    await addNodes(nodeAssign.port, [{ url: NODE_URL, capacity: 10_000_000 }]);
+    const login = await startLoginService(
+      { ...fixture.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}` },
+      { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir },
+    );
+    services.push(login);
+    const url = `http://127.0.0.1:${login.port}`;
+    // First logins: create every user and assign its node.
+    const created = await runLoad({ mode: 'probe', url, requests: fixture.requests.slice(0, o.users), count: o.users, concurrency: 8 });
+    if (created.statuses['200'] !== o.users) throw new Error(`creating users: ${JSON.stringify(created.statuses)}, ${created.errors} errors`);
+    return { directory, nodeAssign, login, url, requestsFile: fixture.requestsFile, users: o.users, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+function failures(r: LoadResult): number {
+  return r.non2xx + r.errors;
+}
+
+export async function benchLogin(o: {
+  label: string;
+  storeUrl: string;
+  seconds: number;
+  users: number;
+  koa: BareKoa;
+}): Promise<{ result: BenchResult; max: LoadResult; rssMb: Record<string, number> }> {
+  const stack = await startLoginStack(o.storeUrl, { users: o.users });
+  try {
+    const load = (durationSeconds: number, overallRate?: number) =>
+      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.requestsFile, connections: CONNECTIONS, durationSeconds, overallRate });
+    await load(2);
+    for (const s of [stack.directory, stack.nodeAssign, stack.login]) s.resetPeak();
+    const cpuBefore = [stack.login.cpuSeconds(), stack.directory.cpuSeconds()];
+    const max = await load(o.seconds);
+    // CPU per request hardly depends on what else the machine is doing, unlike req/s.
+    const [loginCpuUs, directoryCpuUs] = [stack.login, stack.directory].map((s, i) => ((s.cpuSeconds() - cpuBefore[i]) * 1e6) / max.total);
+    const halfRate = max.requestsPerSecond / 2;
+    const half = await load(o.seconds, halfRate);
+    const paced = await runLoad({ mode: 'paced', url: stack.url, requestsFile: stack.requestsFile, rate: halfRate, durationSeconds: o.seconds });
+    const rssMb = Object.fromEntries([stack.directory, stack.nodeAssign, stack.login].map((s) => [s.name, round(s.peakRssMb(), 1)]));
+    const ratio = max.requestsPerSecond / o.koa.requestsPerSecond;
+    const rows: BenchRow[] = [
+      {
+        metric: `login ${o.label} max req/s (vs bare Koa)`,
+        value: Math.round(max.requestsPerSecond),
+        baseline: Math.round(o.koa.requestsPerSecond),
+        ratio: round(ratio, 3),
+        target: `ratio >= ${THROUGHPUT_RATIO_TARGET}`,
+        pass: ratio >= THROUGHPUT_RATIO_TARGET,
+      },
+      {
+        metric: `login ${o.label} CPU µs per request (vs bare Koa)`,
+        value: Math.round(loginCpuUs),
+        baseline: Math.round(o.koa.cpuUsPerRequest),
+        ratio: round(o.koa.cpuUsPerRequest / loginCpuUs, 3),
+      },
+      { metric: `directory (${o.label}) CPU µs per login`, value: Math.round(directoryCpuUs) },
+      { metric: `load generator CPU µs per login (${o.label})`, value: Math.round((max.cpuSeconds * 1e6) / max.total) },
+      { metric: `login ${o.label} p50 ms at half load (${Math.round(halfRate)} req/s), autocannon overallRate (bursts)`, value: half.latencyP50 },
+      {
+        metric: `login ${o.label} p99 ms at half load, autocannon overallRate (bursts)`,
+        value: half.latencyP99,
+        target: `< ${P99_TARGET_MS}`,
+        pass: half.latencyP99 < P99_TARGET_MS,
+      },
+      { metric: `login ${o.label} p50 ms at half load, evenly paced`, value: round(paced.latencyP50, 2) },
+      {
+        metric: `login ${o.label} p99 ms at half load, evenly paced`,
+        value: round(paced.latencyP99, 2),
+        target: `< ${P99_TARGET_MS}`,
+        pass: paced.latencyP99 < P99_TARGET_MS,
+      },
+      {
+        metric: `login ${o.label} non-200 + errors`,
+        value: failures(max) + failures(half) + failures(paced),
+        target: '0',
+        pass: failures(max) + failures(half) + failures(paced) === 0,
+      },
+    ];
+    for (const [name, mb] of Object.entries(rssMb)) {
+      rows.push({ metric: `${name} peak RSS MB under login load (${o.label})`, value: mb, target: `< ${RSS_TARGET_MB}`, pass: mb < RSS_TARGET_MB });
+    }
+    return { result: { name: `login-${o.label}`, rows }, max, rssMb };
+  } finally {
+    await stack.close();
+  }
+}

@@ -1,0 +1,160 @@
+// Processes for the benchmarks. Every server runs as its own process from its
+// real entry point (services/*/index.ts), so its RSS is its own and nothing
+// else shares its event loop; every load generator runs in another process
+// (bench/load.ts), never in a server's.
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Env } from '../lib/config.js';
+import { builtEntry, ROOT } from './build.js';
+import type { LoadResult, LoadSpec } from './load.js';
+
+export { ROOT };
+const TSX = import.meta.resolve('tsx');
+
+export interface Service {
+  name: string;
+  child: ChildProcess;
+  port: number;
+  /** Peak resident memory since start or the last resetPeak(), MB. */
+  peakRssMb(): number;
+  resetPeak(): void;
+  /** CPU time (user + system) used so far, seconds; 0 where /proc is missing. */
+  cpuSeconds(): number;
+  /** SIGTERM, then SIGKILL after a grace period; resolves once it has exited. */
+  stop(): Promise<void>;
+}
+
+/** Peak RSS of a process as the kernel tracks it (VmHWM), bytes; 0 where /proc is missing. */
+function vmHwm(pid: number): number {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** utime + stime of a process, seconds (clock ticks of 1/100 s on Linux). */
+export function cpuSeconds(pid: number): number {
+  try {
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+async function terminate(child: ChildProcess, graceMs = 5000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited(child);
+  clearTimeout(timer);
+}
+
+/**
+ * Starts `entry` (a TypeScript file, path from the repository root, run as
+ * built by bench/build.ts buildServices(), or through tsx with `fromSource`) with `env`
+ * and waits for its JSON log line whose `msg` matches `readyMsg` and carries a
+ * `port`. The rest of its output is drained unread (the per-request log lines
+ * still cost the service what they cost in production).
+ */
+export async function startService(
+  name: string,
+  entry: string,
+  env: Env,
+  readyMsg: RegExp,
+  opts: { nodeArgs?: string[]; startTimeoutMs?: number; fromSource?: boolean; buildDir?: string } = {},
+): Promise<Service> {
+  const program = opts.fromSource ? ['--import', TSX, entry] : [builtEntry(entry, opts.buildDir)];
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...program], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d).slice(-4000)));
+  const lines = createInterface({ input: child.stdout! });
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`${name} did not start within ${opts.startTimeoutMs ?? 30_000} ms`)), opts.startTimeoutMs ?? 30_000);
+    const onExit = (code: number | null) => fail(new Error(`${name} exited with ${code} before it was ready: ${stderr.trim()}`));
+    function fail(err: Error): void {
+      clearTimeout(timer);
+      lines.close();
+      child.kill('SIGKILL');
+      reject(err);
+    }
+    child.once('exit', onExit);
+    lines.on('line', (line) => {
+      let rec: { msg?: string; port?: number };
+      try {
+        rec = JSON.parse(line);
+      } catch {
+        return;
+      }
+      if (typeof rec.port === 'number' && rec.msg !== undefined && readyMsg.test(rec.msg)) {
+        clearTimeout(timer);
+        child.off('exit', onExit);
+        lines.close();
+        child.stdout!.resume();
+        resolve(rec.port);
+      }
+    });
+  });
+  return {
+    name,
+    child,
+    port,
+    peakRssMb: () => vmHwm(child.pid!) / (1024 * 1024),
+    resetPeak: () => {
+      // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux).
+      try {
+        writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
+      } catch {
+        // Without it the peak includes start-up, which only overstates it.
+      }
+    },
+    cpuSeconds: () => cpuSeconds(child.pid!),
+    stop: () => terminate(child),
+  };
+}
+
+export const startDirectory = (storeUrl: string, extra: Env = {}, buildDir?: string): Promise<Service> =>
+  startService('directory', 'services/directory/index.ts', { STORE_URL: storeUrl, DIRECTORY_PORT: '0', ...extra }, /directory listening/, { buildDir });
+
+export const startNodeAssign = (storeUrl: string, extra: Env = {}, buildDir?: string): Promise<Service> =>
+  startService('nodeassign', 'services/nodeassign/index.ts', { STORE_URL: storeUrl, NODEASSIGN_PORT: '0', ...extra }, /nodeassign listening/, { buildDir });
+
+export const startLoginService = (env: Env, opts: { nodeArgs?: string[]; buildDir?: string } = {}): Promise<Service> =>
+  startService('login', 'services/login/index.ts', { LOGIN_PORT: '0', ...env }, /login listening/, opts);
+
+/** The bare Koa hello-world the login service is compared with. */
+export const startBareKoa = (): Promise<Service> => startService('bare koa', 'bench/bare-koa.ts', {}, /listening/);
+
+/** Runs one load in its own process (bench/load.ts) and returns what it measured. */
+export function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  const child = fork(fileURLToPath(new URL('./load.ts', import.meta.url)), [], {
+    // Only the TypeScript loader: not the parent's flags (a test runner's --test, say).
+    execArgv: ['--import', TSX],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  return new Promise<LoadResult>((resolve, reject) => {
+    let result: LoadResult | undefined;
+    child.once('message', (m) => (result = m as LoadResult));
+    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`load generator exited with ${code}`))));
+    child.send(spec);
+  });
+}
+
+/** Stops every service given, in parallel, ignoring those that are gone. */
+export async function stopAll(services: Array<Service | undefined>): Promise<void> {
+  await Promise.all(services.map((s) => s?.stop().catch(() => undefined)));
+}

@@ -1,0 +1,107 @@
+// Profiles the login service under load with node's built-in --cpu-prof and
+// prints where its CPU time goes: by function (self time) and by package or
+// file. The .cpuprofile is kept for Chrome DevTools / speedscope.
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { BenchResult } from './gateway.js';
+import { CONNECTIONS, startLoginStack } from './login.js';
+import { ROOT, runLoad } from './proc.js';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+}
+
+export interface Hotspot {
+  name: string;
+  selfPercent: number;
+}
+
+/** Where a frame's code lives: a package, node itself, or a file of ours. */
+export function area(url: string): string {
+  if (url === '') return '(native / idle / gc)';
+  if (url.startsWith('node:')) return url;
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1];
+  const own = url.replace(/^file:\/\//, '').replace(ROOT, '');
+  return own;
+}
+
+/** Self time per function and per area, as % of samples, largest first (idle excluded). */
+export function hotspots(profile: CpuProfile, top = 15): { functions: Hotspot[]; areas: Hotspot[]; idlePercent: number } {
+  const counts = new Map<number, number>();
+  for (const id of profile.samples) counts.set(id, (counts.get(id) ?? 0) + 1);
+  const byFunction = new Map<string, number>();
+  const byArea = new Map<string, number>();
+  let idle = 0;
+  for (const node of profile.nodes) {
+    const n = counts.get(node.id) ?? 0;
+    if (n === 0) continue;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') {
+      idle += n;
+      continue;
+    }
+    const fn = `${functionName || '(anonymous)'} ${url ? `${area(url)}:${lineNumber + 1}` : ''}`.trim();
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + n);
+    const a = functionName === '(garbage collector)' ? '(garbage collector)' : area(url);
+    byArea.set(a, (byArea.get(a) ?? 0) + n);
+  }
+  const total = profile.samples.length;
+  const busy = total - idle;
+  const ranked = (m: Map<string, number>) =>
+    [...m.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, n]) => ({ name, selfPercent: Math.round((1000 * n) / busy) / 10 }));
+  return { functions: ranked(byFunction), areas: ranked(byArea), idlePercent: Math.round((1000 * idle) / total) / 10 };
+}
+
+export async function profileLogin(o: { storeUrl: string; seconds: number; users: number; outDir: string }): Promise<BenchResult & { functions: Hotspot[]; areas: Hotspot[] }> {
+  mkdirSync(o.outDir, { recursive: true });
+  const before = new Set(readdirSync(o.outDir));
+  const stack = await startLoginStack(o.storeUrl, { users: o.users, loginNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] });
+  let load;
+  try {
+    load = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.requestsFile, connections: CONNECTIONS, durationSeconds: o.seconds });
+  } finally {
+    // The profile is written when the login process exits cleanly (SIGTERM → close → exit).
+    await stack.close();
+  }
+  // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the main thread (1 is tsx's loader).
+  const file = readdirSync(o.outDir).find((f) => /\.0\.\d+\.cpuprofile$/.test(f) && !before.has(f));
+  if (!file) throw new Error(`no .cpuprofile appeared in ${o.outDir}`);
+  const { functions, areas, idlePercent } = hotspots(JSON.parse(readFileSync(path.join(o.outDir, file), 'utf8')) as CpuProfile);
+  return {
+    name: 'profile',
+    rows: [
+      { metric: `login req/s while profiled (${path.relative(ROOT, path.join(o.outDir, file))})`, value: Math.round(load.requestsPerSecond) },
+      { metric: 'login idle % of samples', value: idlePercent },
+      ...areas.map((a) => ({ metric: `area: ${a.name} (self % of busy)`, value: a.selfPercent })),
+      ...functions.map((f) => ({ metric: `fn: ${f.name} (self % of busy)`, value: f.selfPercent })),
+    ],
+    functions,
+    areas,
+  };
+}
+
+const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
+if (isMain) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'bench-profile-'));
+  try {
+    const r = await profileLogin({ storeUrl: `sqlite:${dir}/store.db`, seconds: Number(process.argv[2] ?? 8), users: 1000, outDir: path.join(ROOT, 'dist/bench-results/profiles') });
+    console.table(r.rows);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
