@@ -1,5 +1,5 @@
 // Processes for the benchmarks. Every server runs as its own process from its
-// real entry point (services/*/index.ts), so its RSS is its own and nothing
+// real entry point (services/*/index.ts, as built by bench/build.ts), so its RSS is its own and nothing
 // else shares its event loop; every load generator runs in another process
 // (bench/load.ts), never in a server's.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
@@ -10,7 +10,6 @@ import type { Env } from '../lib/config.js';
 import { builtEntry, ROOT } from './build.js';
 import type { LoadResult, LoadSpec } from './load.js';
 
-export { ROOT };
 const TSX = import.meta.resolve('tsx');
 
 export interface Service {

@@ -1,13 +1,13 @@
 // Profiles the login service under load with node's built-in --cpu-prof and
 // prints where its CPU time goes: by function (self time) and by package or
 // file. The .cpuprofile is kept for Chrome DevTools / speedscope.
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { BenchResult } from './gateway.js';
 import { CONNECTIONS, startLoginStack } from './login.js';
-import { ROOT, runLoad } from './proc.js';
+import { ROOT } from './build.js';
+import { runLoad } from './proc.js';
 
 interface ProfileNode {
   id: number;
