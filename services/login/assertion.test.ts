@@ -7,7 +7,9 @@ import {
   certificateClaims,
   checkTimes,
   createAssertionVerifier,
+  critProblem,
   decodeJws,
+  importVerifyKey,
   LruCache,
   parseAuthorization,
   parseGeneration,
@@ -70,10 +72,55 @@ describe('decodeJws', () => {
     ];
     for (const c of cases) assert.throws(() => decodeJws(c, 'certificate'), InvalidCredentials, c);
   });
+  test('keeps what the signature covers and the signature bytes', () => {
+    const d = decodeJws(jws({ alg: 'ES256' }, { a: 1 }), 'certificate');
+    assert.equal(d.signingInput, `${b64({ alg: 'ES256' })}.${b64({ a: 1 })}`);
+    assert.equal(d.signature.toString(), 'sig');
+  });
+  test('a header that is not UTF-8, or with an unacceptable "crit" → InvalidCredentials', () => {
+    const latin1 = Buffer.from('{"alg":"ES256","kid":"\xe9"}', 'latin1').toString('base64url');
+    assert.throws(() => decodeJws(`${latin1}.${b64({})}.c2ln`, 'certificate'), InvalidCredentials);
+    assert.throws(() => decodeJws(jws({ alg: 'ES256', crit: ['exp'], exp: 1 }, {}), 'assertion'), /not supported/);
+  });
   test('refuses alg none, HMAC, other or missing algorithms', () => {
     for (const alg of ['none', 'HS256', 'RS512', 'PS256', 'ES384', 7, undefined]) {
       assert.throws(() => decodeJws(jws({ alg }, {}), 'assertion'), InvalidCredentials, String(alg));
     }
+  });
+});
+
+describe('critProblem', () => {
+  test('no crit, or crit b64 with a boolean b64, is fine', () => {
+    assert.equal(critProblem({ alg: 'ES256' }), null);
+    assert.equal(critProblem({ alg: 'ES256', b64: 'ignored without crit' }), null);
+    assert.equal(critProblem({ crit: ['b64'], b64: true }), null);
+    assert.equal(critProblem({ crit: ['b64'], b64: false }), null);
+  });
+  test('malformed, unknown, missing or mistyped extensions', () => {
+    for (const crit of ['b64', [], [''], [7], {}]) assert.match(critProblem({ crit, b64: true }) ?? '', /must be an array/, JSON.stringify(crit));
+    assert.match(critProblem({ crit: ['exp'], exp: 1 }) ?? '', /not supported/);
+    assert.match(critProblem({ crit: ['b64'] }) ?? '', /missing/);
+    assert.match(critProblem({ crit: ['b64'], b64: 'no' }) ?? '', /boolean/);
+  });
+});
+
+describe('importVerifyKey', () => {
+  let es: KeyPair, rs: KeyPair, ed: KeyPair;
+  before(async () => {
+    [es, rs, ed] = await Promise.all([generateKey('ES256'), generateKey('RS256'), generateKey('EdDSA')]);
+  });
+  test('imports each supported key for its algorithm', () => {
+    assert.equal(importVerifyKey(es.publicJwk, 'ES256').asymmetricKeyType, 'ec');
+    assert.equal(importVerifyKey(rs.publicJwk, 'RS256').asymmetricKeyType, 'rsa');
+    assert.equal(importVerifyKey(ed.publicJwk, 'EdDSA').asymmetricKeyType, 'ed25519');
+    assert.equal(importVerifyKey({ ...es.publicJwk, key_ops: ['verify'], use: 'sig' }, 'ES256').type, 'public');
+  });
+  test('a key of another type, a weak RSA key or key_ops without "verify" is refused', () => {
+    assert.throws(() => importVerifyKey(es.publicJwk, 'RS256'), /not a key for RS256/);
+    assert.throws(() => importVerifyKey(rs.publicJwk, 'EdDSA'), /not a key for EdDSA/);
+    const weak = { kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' };
+    assert.throws(() => importVerifyKey(weak, 'RS256'), /at least 2048 bits/);
+    for (const key_ops of [['sign'], ['verify', 'sign'], 'verify']) assert.throws(() => importVerifyKey({ ...es.publicJwk, key_ops }, 'ES256'), /key_ops/);
   });
 });
 
@@ -303,7 +350,7 @@ describe('createAssertionVerifier', () => {
   });
 
   test('an unusable certified key → InvalidCredentials', async () => {
-    // A valid-looking but 1024-bit RSA modulus: jose refuses keys under 2048 bits.
+    // A valid-looking but 1024-bit RSA modulus: keys under 2048 bits are refused.
     const h = await header({ publicKey: { kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' } });
     await assert.rejects(verifier.verify(h, NOW), InvalidCredentials);
   });
@@ -335,5 +382,6 @@ describe('createAssertionVerifier', () => {
     await assert.rejects(make({ kty: 'oct', k: 'AAAA' }), ConfigError);
     await assert.rejects(make({ kty: 'EC', crv: 'P-256', x: 'AA', y: 'AA' }), ConfigError);
     await assert.rejects(make({ ...esIssuer.publicJwk, alg: 'RS256' }), ConfigError);
+    await assert.rejects(make({ kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' }), ConfigError, 'a weak RSA key');
   });
 });
