@@ -82,12 +82,16 @@ test('login: random Accept, X-Client-State and Authorization → the status of t
       assertWellFormed(res, { ...c, headers });
       // HTTP drops the header value's surrounding spaces and tabs before anyone reads it.
       const sentState = c.clientState?.replace(/^[ \t]+|[ \t]+$/g, '') ?? '';
-      const credentials = (s: string | undefined) => /^(\S+)[ \t]+(\S+)[ \t]*$/.exec(s?.trim() ?? '')?.[2];
+      // Valid exactly when the scheme (any case) and the credentials are intact, whatever the spacing.
+      const parts = (h: string) => /^(\S+)[ \t]+(\S+)[ \t]*$/.exec(h.trim());
+      const intact = (h: string | undefined) => {
+        const p = h === undefined ? null : parts(h);
+        return p !== null && ['assertion', 'browserid'].includes(p[1].toLowerCase()) && p[2] === parts(valid)![2];
+      };
       if (!acceptsJson) assert.equal(res.status, 406, res.text);
       else if (sentState !== '' && !CLIENT_STATE.test(sentState)) assert.equal(res.status, 400, res.text);
-      else if (authorization !== undefined && credentials(authorization) === credentials(valid) && /^(assertion|browserid)\b/i.test(authorization.trim())) {
-        assert.equal(res.status, 200, res.text);
-      } else assert.equal(res.status, 401, res.text);
+      else if (intact(authorization)) assert.equal(res.status, 200, res.text);
+      else assert.equal(res.status, 401, res.text);
       if (res.status === 200) {
         ok++;
         assert.deepEqual(Object.keys(res.json).sort(), ['api_endpoint', 'duration', 'hashalg', 'id', 'key', 'uid']);
@@ -141,6 +145,9 @@ test('gateway: mutated Hawk headers and targets → 400 or 401 with the error bo
         fc.pre(false);
         return;
       }
+      // hawkHeader signs the target as URL parsing normalises it ("/a/./b" → "/a/b"); keep targets that need none.
+      const normalised = new URL(`${stack.gatewayUrl}${t}`);
+      fc.pre(normalised.pathname + normalised.search === t);
       const sentHeader = what === 'header' ? headerSafe(mutate(header, ms)) : header;
       // Node's own HTTP parser answers a target that is not a path with a bare 400 before any service code runs.
       const sentTarget = what === 'target' ? `/${mutate(t, ms).replace(/[^\x21-\x7e]/g, '').replace(/^\/+/, '')}` : t;

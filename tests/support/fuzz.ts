@@ -1,7 +1,8 @@
 // Shared pieces of the fuzz tests (tests/fuzz-*.test.ts): how many cases
 // (FUZZ_RUNS, e.g. 100000 in the bench's long mode; FUZZ_SEED to replay a
 // failure fast-check reported), mutations of valid inputs, and the check that
-// only documented error classes come out.
+// only documented error classes come out. FUZZ_SEED with FUZZ_PATH replays
+// exactly the counterexample fast-check printed.
 import fc from 'fast-check';
 import assert from 'node:assert/strict';
 
@@ -14,10 +15,12 @@ export function fuzzRuns(defaultRuns: number): number {
   return n;
 }
 
-/** fast-check parameters: the number of runs, and FUZZ_SEED when replaying. */
+/** fast-check parameters: the number of runs, and FUZZ_SEED (+ FUZZ_PATH) when replaying. */
 export function fuzzParams(defaultRuns: number): fc.Parameters<unknown> {
   const seed = process.env.FUZZ_SEED?.trim();
-  return { numRuns: fuzzRuns(defaultRuns), ...(seed ? { seed: Number(seed) } : {}) };
+  const path = process.env.FUZZ_PATH?.trim();
+  // includeErrorInReport: the test runner shows only the message, so the failed assertion goes in it.
+  return { numRuns: fuzzRuns(defaultRuns), includeErrorInReport: true, ...(seed ? { seed: Number(seed) } : {}), ...(seed && path ? { path } : {}) };
 }
 
 type ErrorClass = abstract new (...args: never[]) => Error;
