@@ -34,12 +34,14 @@ function runTests(files: string[], env: Record<string, string>): Promise<{ ok: b
   );
 }
 
+/** The lines that say what failed: the test, fast-check's counterexample and seed/path, and the assertion. */
 function failureLines(tail: string): string {
   return tail
     .split('\n')
-    .filter((l) => /^\s*not ok|error:|Counterexample/.test(l))
-    .slice(0, 6)
-    .join(' | ');
+    .filter((l) => /^\s*not ok|error:|Counterexample|seed:|Got /.test(l))
+    .map((l) => l.trim().slice(0, 400))
+    .slice(0, 12)
+    .join('\n    ');
 }
 
 async function loadRun(env: Record<string, string>): Promise<{ ok: boolean; report?: LoadReport; tail: string }> {
