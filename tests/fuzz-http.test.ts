@@ -6,9 +6,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { hawkHeader, parseHawkHeader } from '../lib/hawk.js';
 import { fuzzParams, headerSafe, mutate, mutationsArb } from './support/fuzz.js';
-import { isErrorBody, rawRequest, startTestStack, TOKEN_PATH, type RawResponse, type TestStack, type Token } from './support/stack.js';
+import { APP, isErrorBody, rawRequest, startTestStack, TOKEN_PATH, type RawResponse, type TestStack, type Token } from './support/stack.js';
 
 let stack: TestStack;
 let token: Token;
@@ -16,6 +18,14 @@ let emails = 0;
 
 before(async () => {
   stack = await startTestStack();
+  // Every valid case is a new user: with FUZZ_RUNS=100000 they outgrow the stack's node (10 000 users),
+  // and a full node is a correct 503. Room for all of them keeps the expected answers fixed.
+  const nodes = new NodeAssignClient(stack.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+  try {
+    await call(nodes, nodes.updateNode, { service: APP, url: stack.nodeUrl, capacity: 10_000_000 }, { deadlineMs: 5000, retryAfter: 1 });
+  } finally {
+    nodes.close();
+  }
   const res = await stack.login('fuzz-owner@example.com');
   assert.equal(res.status, 200, res.text);
   token = res.json;
