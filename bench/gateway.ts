@@ -3,7 +3,10 @@
 // autocannon load), so the gateway's RSS is its own and the load generator
 // competes with both proxies equally. The load signs every request with a
 // fresh nonce for both targets (the bare proxy just passes the header on), so
-// the only difference measured is the gateway's own work.
+// the only difference measured is the gateway's own work. The gateway runs as
+// production runs it: the built JavaScript (bench/build.ts) under plain node,
+// at the default LOG_LEVEL (info: one access line per request), its output
+// drained as a log collector would.
 //
 //   npx tsx bench/gateway.ts [seconds]
 import { fork, type ChildProcess } from 'node:child_process';
@@ -12,6 +15,8 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildServices } from './build.js';
+import { cpuSeconds, startService, type Service } from './proc.js';
 
 export interface BenchRow {
   metric: string;
@@ -57,13 +62,23 @@ type Message = { ready: number } | { stats: ProcessStats } | { load: Record<Targ
 // ---- parent side ----
 
 function spawn(role: string, args: string[] = []): ChildProcess {
-  const profile = role === 'gateway' && process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   return fork(SELF, [role, ...args], {
     // Only the TypeScript loader: not the parent's flags (a test runner's --test, say).
-    execArgv: ['--import', import.meta.resolve('tsx'), ...profile],
-    env: { ...process.env, LOG_LEVEL: 'warn' },
+    execArgv: ['--import', import.meta.resolve('tsx')],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+}
+
+/** The gateway from its real entry point, as built by buildServices(); BENCH_CPU_PROF=<dir> profiles it. */
+function startGatewayService(upstreamPort: number): Promise<Service> {
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  return startService(
+    'node-gateway',
+    'services/node-gateway/index.ts',
+    { NODE_URL, UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, MASTER_SECRETS, GATEWAY_PORT: '0' },
+    /node-gateway listening/,
+    { nodeArgs: profile },
+  );
 }
 
 /** Children exit on disconnect (cleanly, so --cpu-prof can write); a stuck one is killed. */
@@ -94,9 +109,17 @@ function stats(child: ChildProcess, reset = false): Promise<ProcessStats> {
   return next(child, (m) => ('stats' in m ? m.stats : undefined));
 }
 
+/** The same figures for a service process, from /proc. */
+function serviceStats(s: Service, idleRss: number, reset = false): ProcessStats {
+  const st = { peakRss: s.peakRssMb() * MB, idleRss, cpu: cpuSeconds(s.child.pid!) * 1e6 };
+  if (reset) s.resetPeak();
+  return st;
+}
+
 /**
  * One load process alternates between the two targets in one-second slices,
- * so a busy neighbour on the machine slows both alike.
+ * so a busy neighbour on the machine slows both alike; which goes first
+ * alternates too, since the second slice of a pair runs measurably faster.
  */
 async function load(ports: Record<Target, number>, rounds: number, token: { id: string; key: string }): Promise<Record<Target, LoadResult>> {
   const child = spawn('load', [String(ports.bare), String(ports.gateway), String(rounds), token.id, token.key]);
@@ -118,18 +141,21 @@ export async function benchGateway(opts: { durationSeconds?: number } = {}): Pro
     nodeSecrets([MASTER_SECRETS], NODE_URL)[0],
   );
   const children: ChildProcess[] = [];
+  let gateway: Service | undefined;
   try {
     const upstream = spawn('upstream');
     children.push(upstream);
     const upstreamPort = await ready(upstream);
-    const servers: Record<Target, ChildProcess> = { bare: spawn('proxy', [String(upstreamPort)]), gateway: spawn('gateway', [String(upstreamPort)]) };
-    children.push(servers.bare, servers.gateway);
-    const ports = { bare: await ready(servers.bare), gateway: await ready(servers.gateway) };
+    const proxy = spawn('proxy', [String(upstreamPort)]);
+    children.push(proxy);
+    gateway = await startGatewayService(upstreamPort);
+    const gatewayIdleRss = gateway.peakRssMb() * MB;
+    const ports = { bare: await ready(proxy), gateway: gateway.port };
 
     await load(ports, WARMUP_ROUNDS, token);
-    const before = { bare: await stats(servers.bare, true), gateway: await stats(servers.gateway, true) };
+    const before = { bare: await stats(proxy, true), gateway: serviceStats(gateway, gatewayIdleRss, true) };
     const result = await load(ports, seconds, token);
-    const after = { bare: await stats(servers.bare), gateway: await stats(servers.gateway) };
+    const after = { bare: await stats(proxy), gateway: serviceStats(gateway, gatewayIdleRss) };
     // CPU per request is what the gateway's checks cost, whatever else the machine is doing.
     const cpuPerRequest = (t: Target): number => (after[t].cpu - before[t].cpu) / Math.max(1, result[t].requests);
 
@@ -151,7 +177,7 @@ export async function benchGateway(opts: { durationSeconds?: number } = {}): Pro
         { metric: 'proxy process CPU µs per request', value: round(cpuPerRequest('gateway')), baseline: round(cpuPerRequest('bare')), ratio: round(cpuPerRequest('bare') / cpuPerRequest('gateway'), 3) },
         { metric: 'latency p50 ms', value: gw.latencyP50, baseline: bare.latencyP50 },
         { metric: 'latency p99 ms', value: gw.latencyP99, baseline: bare.latencyP99 },
-        // Baseline: the gateway before any load (under tsx, whose loader thread is a good part of it).
+        // Baseline: the gateway before any load.
         { metric: 'gateway peak RSS MB', value: round(rssMb), baseline: round(after.gateway.idleRss / MB), target: `< ${RSS_TARGET_MB}`, pass: rssMb < RSS_TARGET_MB },
         // A refused or failed request would make the throughput meaningless.
         { metric: 'non-2xx responses + errors', value: gw.non2xx + gw.errors, baseline: bare.non2xx + bare.errors, target: '0', pass: gw.non2xx + gw.errors === 0 },
@@ -159,6 +185,8 @@ export async function benchGateway(opts: { durationSeconds?: number } = {}): Pro
     };
   } finally {
     for (const c of children) stop(c);
+    // SIGTERM: a clean exit, so that --cpu-prof writes its profile.
+    await gateway?.stop();
   }
 }
 
@@ -196,16 +224,6 @@ async function upstreamRole(): Promise<number> {
       });
     }),
   );
-}
-
-async function gatewayRole(upstreamPort: number): Promise<number> {
-  const { gatewayConfig } = await import('../lib/config.js');
-  const { startGateway } = await import('../services/node-gateway/server.js');
-  const gateway = await startGateway(
-    gatewayConfig({ NODE_URL, UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, MASTER_SECRETS, GATEWAY_PORT: '0' }),
-  );
-  reportStats();
-  return gateway.port;
 }
 
 /** The baseline: what any reverse proxy on node:http costs, with no checks at all. */
@@ -259,9 +277,11 @@ async function loadRole(ports: Record<Target, number>, rounds: number, id: strin
         },
       ],
     });
-  const targets: Target[] = ['bare', 'gateway'];
   const runs: Record<Target, Awaited<ReturnType<typeof slice>>[]> = { bare: [], gateway: [] };
-  for (let i = 0; i < rounds; i++) for (const t of targets) runs[t].push(await slice(ports[t], 1));
+  for (let i = 0; i < rounds; i++) {
+    const targets: Target[] = i % 2 === 0 ? ['bare', 'gateway'] : ['gateway', 'bare'];
+    for (const t of targets) runs[t].push(await slice(ports[t], 1));
+  }
   const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
   const summary = (rs: typeof runs.bare): LoadResult => ({
     requests: sum(rs.map((r) => r.requests.total)),
@@ -276,7 +296,7 @@ async function loadRole(ports: Record<Target, number>, rounds: number, id: strin
 
 async function role(name: string, args: string[]): Promise<void> {
   if (name === 'load') return loadRole({ bare: Number(args[0]), gateway: Number(args[1]) }, Number(args[2]), args[3], args[4]);
-  const port = name === 'upstream' ? await upstreamRole() : name === 'gateway' ? await gatewayRole(Number(args[0])) : await proxyRole(Number(args[0]));
+  const port = name === 'upstream' ? await upstreamRole() : await proxyRole(Number(args[0]));
   process.send!({ ready: port });
   // Stop with the parent.
   process.on('disconnect', () => process.exit(0));
@@ -285,9 +305,10 @@ async function role(name: string, args: string[]): Promise<void> {
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === SELF;
 if (isMain) {
   const [first, ...rest] = process.argv.slice(2);
-  if (first && ['upstream', 'gateway', 'proxy', 'load'].includes(first)) {
+  if (first && ['upstream', 'proxy', 'load'].includes(first)) {
     await role(first, rest);
   } else {
+    buildServices();
     const result = await benchGateway(first ? { durationSeconds: Number(first) } : {});
     console.table(result.rows);
     const failed = result.rows.filter((r) => r.pass === false).map((r) => r.metric);
