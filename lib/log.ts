@@ -23,13 +23,27 @@ const REDACT = [
   '*.masterSecrets',
 ];
 
+const CENSOR = '[redacted]';
+/** The names a flat line could hold: the rest are paths into nested objects. */
+const TOP_LEVEL_REDACT = REDACT.filter((p) => !p.includes('.'));
+
 const root = pino({
   level: process.env.LOG_LEVEL ?? DEFAULTS.LOG_LEVEL,
   base: { pid: process.pid },
-  redact: { paths: REDACT, censor: '[redacted]' },
+  redact: { paths: REDACT, censor: CENSOR },
   timestamp: pino.stdTimeFunctions.isoTime,
 });
 
 export function logger(service: string): Logger {
   return root.child({ service });
+}
+
+/**
+ * `log` for lines whose every value is a string or a number (an access line
+ * per request): the same output, but only the top-level names are redacted,
+ * since a path into a nested object cannot match such a line. With the
+ * wildcard paths pino runs every value through the redactor (~8 µs a line).
+ */
+export function flatLogger(log: Logger): Logger {
+  return log.child({}, { redact: { paths: TOP_LEVEL_REDACT, censor: CENSOR } });
 }

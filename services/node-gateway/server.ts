@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { GatewayConfig } from '../../lib/config.js';
 import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
-import { logger } from '../../lib/log.js';
+import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
@@ -71,6 +71,8 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
 
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const log = logger('node-gateway');
+  /** The access line: flat, every value a string or a number. */
+  const access = flatLogger(log);
   const node = guardedNode(config.nodeUrl, config.masterSecrets);
   const publicUrl = new URL(config.nodeUrl);
   const nonces = new NonceCache(config.nonceCacheSize, 2 * config.hawkSkew * 1000);
@@ -135,7 +137,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     } else if (x.route === 'proxy' && x.error instanceof ProtocolError && x.error.expose) {
       metrics.rejections.inc({ reason: x.error.name });
     }
-    log.info(
+    // pino leaves out the fields that are undefined.
+    access.info(
       {
         requestId: x.requestId,
         method,
@@ -144,8 +147,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         status,
         statusString,
         ms: Math.round(now - x.started),
-        ...(upstreamMs !== undefined ? { upstreamMs } : {}),
-        ...(x.uid !== undefined ? { uid: x.uid } : {}),
+        upstreamMs,
+        uid: x.uid,
       },
       'request',
     );
