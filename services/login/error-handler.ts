@@ -5,12 +5,14 @@
 import type { Context, Middleware } from 'koa';
 import { BadRequest, InternalError, NotFound, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
+import { requestLog } from './shared.js';
 
 /** Sends `body` as exactly `application/json` (no charset parameter, as Mozilla's servers). */
 export function sendJson(ctx: Context, status: number, body: unknown): void {
   ctx.status = status;
-  ctx.body = JSON.stringify(body);
+  // Set before the body, so Koa does not look up a text/plain type first.
   ctx.set('Content-Type', 'application/json');
+  ctx.body = JSON.stringify(body);
 }
 
 /** Koa's own http errors (bad URL encoding, ...) mapped onto our classes by status. */
@@ -37,12 +39,10 @@ export function errorHandler(opts: ErrorHandlerOptions): Middleware {
       const err = caught instanceof ProtocolError ? caught : fromHttpError(caught);
       // The access line (requestContext) reads the status string from here.
       ctx.state.error = err;
-      // The request's own logger carries its request id.
-      const log = (ctx.state.log as Logger | undefined) ?? opts.log;
       if (!(caught instanceof ProtocolError) && err.status >= 500) {
-        log.error({ err: caught, path: ctx.path }, 'request failed unexpectedly');
+        requestLog(ctx, opts.log).error({ err: caught, path: ctx.path }, 'request failed unexpectedly');
       } else if (!err.expose) {
-        log.warn({ err: err.message, class: err.name, path: ctx.path }, 'request failed');
+        requestLog(ctx, opts.log).warn({ err: err.message, class: err.name, path: ctx.path }, 'request failed');
       }
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       if (err.status === 401) ctx.set('WWW-Authenticate', [...opts.challenges]);

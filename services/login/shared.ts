@@ -32,16 +32,22 @@ export function allowMethods(methods: readonly string[]): Middleware {
 const MAX_LOGGED_PATH = 200;
 
 /**
- * Outermost: a request id (the caller's X-Request-Id when sane), X-Timestamp
- * on every response, a logger carrying the request id (`ctx.state.log`), one
- * access line and the request metrics per request. The access line never holds
- * headers or the query.
+ * The request's logger: carries its request id. Made when a line other than
+ * the access line is logged (errors), not for every request.
+ */
+export function requestLog(ctx: { state: { requestId?: string } }, log: Logger): Logger {
+  return ctx.state.requestId ? log.child({ requestId: ctx.state.requestId }) : log;
+}
+
+/**
+ * Outermost: a request id (the caller's X-Request-Id when sane, in
+ * `ctx.state.requestId`), X-Timestamp on every response, one access line and
+ * the request metrics per request. The access line never holds headers or the query.
  */
 export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
   return async function trackRequest(ctx, next) {
     const requestId = requestIdFrom(ctx.get(REQUEST_ID_HEADER));
     ctx.state.requestId = requestId;
-    ctx.state.log = log.child({ requestId });
     ctx.set(REQUEST_ID_HEADER, requestId);
     ctx.set('X-Timestamp', String(Math.floor(Date.now() / 1000)));
     const started = performance.now();
@@ -54,8 +60,9 @@ export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
       metrics.observeRequest({ route, method: ctx.method, status: ctx.status, statusString, seconds });
       const uid = (ctx.state.user as { uid?: number } | undefined)?.uid;
-      (ctx.state.log as Logger).info(
-        { method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, ms: Math.round(seconds * 1000), ...(uid ? { uid } : {}) },
+      // The request id as a field rather than through a child logger made per request.
+      log.info(
+        { requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, ms: Math.round(seconds * 1000), ...(uid ? { uid } : {}) },
         'request',
       );
     }
