@@ -3,7 +3,7 @@ import type { Middleware } from 'koa';
 import type { LoginConfig } from '../../lib/config.js';
 import { MethodNotAllowed, ServiceUnavailable } from '../../lib/errors.js';
 import { decideLoad, type LoopDelay } from '../../lib/load.js';
-import type { Logger } from '../../lib/log.js';
+import { flatLogger, type Logger } from '../../lib/log.js';
 import { statusStringOf, type LoginMetrics } from '../../lib/metrics.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import type { AssertionVerifier } from './assertion.js';
@@ -45,6 +45,8 @@ export function requestLog(ctx: { state: { requestId?: string } }, log: Logger):
  * the request metrics per request. The access line never holds headers or the query.
  */
 export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
+  /** The access line: flat, every value a string or a number. */
+  const access = flatLogger(log);
   return async function trackRequest(ctx, next) {
     const requestId = requestIdFrom(ctx.get(REQUEST_ID_HEADER));
     ctx.state.requestId = requestId;
@@ -60,9 +62,10 @@ export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
       metrics.observeRequest({ route, method: ctx.method, status: ctx.status, statusString, seconds });
       const uid = (ctx.state.user as { uid?: number } | undefined)?.uid;
-      // The request id as a field rather than through a child logger made per request.
-      log.info(
-        { requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, ms: Math.round(seconds * 1000), ...(uid ? { uid } : {}) },
+      // The request id as a field rather than through a child logger made per request;
+      // pino leaves out the fields that are undefined.
+      access.info(
+        { requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, ms: Math.round(seconds * 1000), uid: uid || undefined },
         'request',
       );
     }
