@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { deriveNodeSecret, derivedSecret, encodeToken, makeToken, nodeSecrets, parseToken, signingKey } from './token.js';
+import { deriveNodeSecret, derivedSecret, encodeToken, makeToken, newSalt, nodeSecrets, parseToken, signingKey } from './token.js';
 import { InvalidCredentials, InvalidTimestamp } from './errors.js';
 
 const vectors = JSON.parse(
@@ -61,4 +61,11 @@ test('unpadded tokens are accepted, non-canonical encodings are not', () => {
   const { id } = makeToken({ uid: 1, node: 'https://n', expires: 5000, salt: '000000' }, secret);
   const bare = id.replace(/=+$/, '');
   assert.equal(parseToken(bare, [secret], 0).payload.uid, 1);
+});
+
+test('salts: 6 hex characters, fresh across refills of the random pool', () => {
+  const salts = Array.from({ length: 3000 }, () => newSalt());
+  for (const s of salts) assert.match(s, /^[0-9a-f]{6}$/);
+  // 3000 draws from 2^24 values repeat a few at most; a pool served twice would repeat ~1000.
+  assert.ok(new Set(salts).size > 2990, `only ${new Set(salts).size} distinct`);
 });
