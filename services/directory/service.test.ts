@@ -217,3 +217,28 @@ test('login retries after losing a race: parallel first logins on one store inse
     t2.cleanup();
   }
 });
+
+test('an existing user with nothing to change costs one read and no write', async () => {
+  const t2 = tempStoreUrl('directory-keep-');
+  const store = SqliteUserStore.open(t2.storeUrl.slice('sqlite:'.length));
+  const calls: string[] = [];
+  for (const method of ['get', 'insert', 'replace', 'nextUid'] as const) {
+    const real = (store[method] as (...a: unknown[]) => Promise<unknown>).bind(store);
+    (store as unknown as Record<string, unknown>)[method] = (...a: unknown[]) => {
+      calls.push(method);
+      return real(...a);
+    };
+  }
+  try {
+    const req = { service: 'sync', email: 'keep@example.com', generation: 3, clientState: 'aaaa', allowNewUsers: true };
+    const created = await applyLogin(store, req);
+    calls.length = 0;
+    const again = await applyLogin(store, req);
+    assert.deepEqual(calls, ['get']);
+    assert.equal(again.version, created.version);
+    assert.equal(again.uid, created.uid);
+  } finally {
+    await store.close();
+    t2.cleanup();
+  }
+});
