@@ -317,15 +317,18 @@ const VERIFY_OPTIONS: Record<Algorithm, { digest: string | null; dsaEncoding?: '
   Ed25519: { digest: null },
 };
 
-/** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never throws. */
-export function signedBy(jws: DecodedJws, key: KeyObject): boolean {
+/** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never rejects. */
+export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
   const { digest, dsaEncoding } = VERIFY_OPTIONS[jws.alg];
-  try {
-    // Synchronous on purpose: ~60 µs of OpenSSL, cheaper than a hop to the thread pool and back.
-    return verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, jws.signature);
-  } catch {
-    return false;
-  }
+  // The callback form runs in libuv's thread pool, as WebCrypto did: the event loop
+  // serves other requests meanwhile, which under load beat the synchronous call.
+  return new Promise((resolve) => {
+    try {
+      verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, jws.signature, (err, ok) => resolve(!err && ok));
+    } catch {
+      resolve(false);
+    }
+  });
 }
 
 /** Imports every trusted issuer key once; an unusable key stops the service at start. */
@@ -353,14 +356,19 @@ export async function createAssertionVerifier(opts: VerifierOptions): Promise<As
   const cache = new LruCache<VerifiedCertificate>(opts.cacheSize ?? 10_000);
   const skewMs = opts.skewSeconds * 1000;
 
-  function verifyCertificate(certificate: string): VerifiedCertificate {
+  async function verifyCertificate(certificate: string): Promise<VerifiedCertificate> {
     const decoded = decodeJws(certificate, 'certificate');
     const iss = decoded.payload.iss;
     const keys = typeof iss === 'string' ? issuerKeys.get(iss) : undefined;
     if (!keys) throw new InvalidCredentials('certificate issuer is not trusted');
-    if (!keys.some((k) => k.algorithms.includes(decoded.alg) && signedBy(decoded, k.key))) {
-      throw new InvalidCredentials('certificate signature is not valid');
+    let signed = false;
+    for (const k of keys) {
+      if (k.algorithms.includes(decoded.alg) && (await signedBy(decoded, k.key))) {
+        signed = true;
+        break;
+      }
     }
+    if (!signed) throw new InvalidCredentials('certificate signature is not valid');
     const claims = certificateClaims(decoded.payload, opts.generationClaim);
     const userAlgorithms = algorithmsForKey(claims.publicKey);
     let userKey: KeyObject;
@@ -381,7 +389,7 @@ export async function createAssertionVerifier(opts: VerifierOptions): Promise<As
       const cacheKey = createHash('sha256').update(certificate).digest('base64url');
       let cert = cache.get(cacheKey);
       if (!cert) {
-        cert = verifyCertificate(certificate);
+        cert = await verifyCertificate(certificate);
         cache.set(cacheKey, cert);
       }
       // Times are checked on every use, cached or not.
@@ -392,7 +400,7 @@ export async function createAssertionVerifier(opts: VerifierOptions): Promise<As
         throw e;
       }
       const decoded = decodeJws(assertion, 'assertion');
-      if (!cert.userAlgorithms.includes(decoded.alg) || !signedBy(decoded, cert.userKey)) {
+      if (!cert.userAlgorithms.includes(decoded.alg) || !(await signedBy(decoded, cert.userKey))) {
         throw new InvalidCredentials('assertion is not signed by the certified key');
       }
       const { expMs } = assertionClaims(decoded.payload, opts.audiences);
