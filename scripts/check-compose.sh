@@ -123,12 +123,14 @@ if expected - {'mongo'} - set(ours):
     problems.append(f'not built from this repository: {sorted(expected - {"mongo"} - set(ours))}')
 for name, s in ours.items():
     cmd = s.get('command') or []
-    if len(cmd) < 2 or cmd[0] != 'node' or not re.fullmatch(r'dist/.+\.js', cmd[1]):
+    # node, then V8/node flags (e.g. --max-semi-space-size=4), then the script.
+    script = next((c for c in cmd[1:] if not str(c).startswith('--')), '')
+    if len(cmd) < 2 or cmd[0] != 'node' or not re.fullmatch(r'dist/.+\.js', str(script)):
         problems.append(f'{name}: command should be node dist/….js, is {cmd}')
         continue
-    source = cmd[1][len('dist/'):-len('.js')] + '.ts'
+    source = str(script)[len('dist/'):-len('.js')] + '.ts'
     if not os.path.exists(source):
-        problems.append(f'{name}: {cmd[1]} has no source {source}')
+        problems.append(f'{name}: {script} has no source {source}')
 
 mongo = services.get('mongo', {})
 if not str(mongo.get('image', '')).startswith('mongo:7'):
