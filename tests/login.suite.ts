@@ -375,7 +375,9 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
 
     it('a header beyond node’s limit is refused (431) without harming the server', async (sys) => {
       const res = await sys.get('/1.0/sync/1.5', { Authorization: `Assertion ${'a'.repeat(40_000)}~b` });
-      assert.ok(res.status === 431 || res.status === 400, `got ${res.status}`);
+      assert.equal(res.status, 431);
+      assert.equal((res.json as { status?: string } | undefined)?.status, 'error', 'JSON error body (lib/client-error.ts)');
+      assert.match(String(res.header('x-timestamp')), /^\d+$/);
       assert.equal((await sys.token(sys.newEmail())).status, 200);
     });
 

@@ -5,6 +5,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { answerClientErrors } from '../../lib/client-error.js';
 import type { LoginConfig } from '../../lib/config.js';
 import { NotFound } from '../../lib/errors.js';
 import { watchLoopDelay } from '../../lib/load.js';
@@ -66,6 +67,7 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   const loopDelay = watchLoopDelay();
   const app = createApp({ config, verifier, backends, log, metrics, loopDelay });
   const server = createServer(app.callback());
+  answerClientErrors(server, log);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
