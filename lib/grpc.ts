@@ -170,3 +170,28 @@ export async function startServer(
       }),
   };
 }
+
+/**
+ * Starts one gRPC service on a store it owns: the store is closed after the
+ * server on close, or at once when the server cannot start.
+ */
+export async function serveWithStore<S extends { close(): Promise<void> }>(
+  store: S,
+  service: { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation; name: string },
+  host: string,
+  port: number,
+): Promise<{ port: number; close(): Promise<void> }> {
+  try {
+    const running = await startServer([service], host, port);
+    return {
+      port: running.port,
+      close: async () => {
+        await running.close();
+        await store.close();
+      },
+    };
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}

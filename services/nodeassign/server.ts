@@ -1,7 +1,7 @@
 // Starts the NodeAssign gRPC service (with grpc.health.v1) on its store.
 import { DEFAULTS } from '../../lib/config.js';
 import { NodeAssignService } from '../../lib/gen/nodeassign.js';
-import { startServer } from '../../lib/grpc.js';
+import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { nodeAssignService } from './service.js';
 import { openNodeStore } from './store.js';
@@ -17,29 +17,15 @@ export async function startNodeAssign(opts: {
   port?: number;
   releaseRate?: number;
 }): Promise<RunningNodeAssign> {
-  const log = logger('nodeassign');
   const store = await openNodeStore(opts.storeUrl);
-  try {
-    const running = await startServer(
-      [
-        {
-          definition: NodeAssignService,
-          implementation: nodeAssignService(store, log, opts.releaseRate ?? DEFAULTS.RELEASE_RATE),
-          name: 'tokenserver.nodeassign.v1.NodeAssign',
-        },
-      ],
-      opts.host ?? '127.0.0.1',
-      opts.port ?? 0,
-    );
-    return {
-      port: running.port,
-      close: async () => {
-        await running.close();
-        await store.close();
-      },
-    };
-  } catch (err) {
-    await store.close();
-    throw err;
-  }
+  return serveWithStore(
+    store,
+    {
+      definition: NodeAssignService,
+      implementation: nodeAssignService(store, logger('nodeassign'), opts.releaseRate ?? DEFAULTS.RELEASE_RATE),
+      name: 'tokenserver.nodeassign.v1.NodeAssign',
+    },
+    opts.host ?? '127.0.0.1',
+    opts.port ?? 0,
+  );
 }
