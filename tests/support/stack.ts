@@ -12,18 +12,14 @@ import { hawkHeader } from '../../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../../lib/idp.js';
 import { httpRequest, type HttpResponse } from '../../services/login/testkit.js';
 import { startStack, type Stack } from '../../scripts/stack.js';
+import type { Token } from '../../sdk/index.js';
 
 export const APP = 'sync';
 export const VERSION = '1.5';
 export const TOKEN_PATH = `/1.0/${APP}/${VERSION}`;
 
-export interface Token {
-  id: string;
-  key: string;
-  uid: number;
-  api_endpoint: string;
-  duration: number;
-}
+/** The login's 200 body, as the SDK types it. */
+export type { Token };
 
 export interface LoginOptions {
   clientState?: string;
