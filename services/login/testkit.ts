@@ -11,6 +11,15 @@ export interface HttpResponse {
   json: any;
 }
 
+/** A response body parsed as JSON, or undefined when it is empty or not JSON. */
+export function jsonOrUndefined(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function httpRequest(
   url: string,
   opts: { method?: string; headers?: Record<string, string>; timeoutMs?: number } = {},
@@ -27,13 +36,7 @@ export function httpRequest(
           headers.set(name, [...(headers.get(name) ?? []), res.rawHeaders[i + 1]]);
         }
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try {
-          json = text ? JSON.parse(text) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers, header: (n) => headers.get(n.toLowerCase())?.join(', '), text, json });
+        resolve({ status: res.statusCode ?? 0, headers, header: (n) => headers.get(n.toLowerCase())?.join(', '), text, json: jsonOrUndefined(text) });
       });
     });
     req.on('timeout', () => req.destroy(new Error(`request to ${url} timed out`)));

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Env } from '../../lib/config.js';
 import { hawkHeader } from '../../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../../lib/idp.js';
-import { httpRequest, type HttpResponse } from '../../services/login/testkit.js';
+import { httpRequest, jsonOrUndefined, type HttpResponse } from '../../services/login/testkit.js';
 import { startStack, type Stack } from '../../scripts/stack.js';
 import type { Token } from '../../sdk/index.js';
 
@@ -182,13 +182,7 @@ export function rawRequest(
         res.on('error', reject);
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
-          let json: unknown;
-          try {
-            json = text ? JSON.parse(text) : undefined;
-          } catch {
-            json = undefined;
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: jsonOrUndefined(text) });
         });
       },
     );
