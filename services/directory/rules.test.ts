@@ -61,7 +61,7 @@ test('unknown user while new users are off → NewUsersDisabled', () => {
 });
 
 test('new users off does not affect a known user', () => {
-  assert.equal(decideLogin(user(), input({ clientState: 'aaaa', allowNewUsers: false }), NOW).action, 'keep');
+  assert.equal(decideLogin(user(), input({ generation: 5, clientState: 'aaaa', allowNewUsers: false }), NOW).action, 'keep');
 });
 
 test('a generation that is not a non-negative safe integer → InvalidGeneration, for new and known users', () => {
@@ -80,8 +80,13 @@ test('the same generation and client state → keep', () => {
   assert.equal(decideLogin(user({ generation: 5 }), input({ generation: 5, clientState: 'aaaa' }), NOW).action, 'keep');
 });
 
-test('no generation never lowers or changes the recorded one → keep', () => {
-  assert.equal(decideLogin(user({ generation: 5 }), input({ clientState: 'aaaa' }), NOW).action, 'keep');
+test('no generation once one is recorded counts as 0 → InvalidGeneration, also with a client-state change', () => {
+  rejected(decideLogin(user({ generation: 5 }), input({ clientState: 'aaaa' }), NOW), InvalidGeneration, /required/);
+  rejected(decideLogin(user({ generation: 1 }), input({ clientState: 'bbbb' }), NOW), InvalidGeneration, /required/);
+});
+
+test('no generation while none is recorded (generation 0) → keep', () => {
+  assert.equal(decideLogin(user({ generation: 0 }), input({ clientState: 'aaaa' }), NOW).action, 'keep');
 });
 
 test('a higher generation is recorded on the same uid, version bumped', () => {
@@ -96,7 +101,7 @@ test('client state: a value seen before → InvalidClientState (stale)', () => {
 
 test('client state: empty after a non-empty one → InvalidClientState', () => {
   rejected(decideLogin(user(), input({ generation: 6, clientState: '' }), NOW), InvalidClientState, /empty/);
-  rejected(decideLogin(user(), input({ clientState: '' }), NOW), InvalidClientState, /empty/);
+  rejected(decideLogin(user({ generation: 0 }), input({ clientState: '' }), NOW), InvalidClientState, /empty/);
 });
 
 test('client state: a new value with a generation but no increase → InvalidClientState', () => {
@@ -123,15 +128,15 @@ test('client state: a new value with a higher generation → new uid, old state 
   });
 });
 
-test('client state: a new value without any generation (IdP supplies none) → new uid, generation kept', () => {
-  const d = decideLogin(user({ generation: 5 }), input({ clientState: 'bbbb' }), NOW);
+test('client state: a new value without any generation (IdP supplies none) → new uid, generation stays 0', () => {
+  const d = decideLogin(user({ generation: 0 }), input({ clientState: 'bbbb' }), NOW);
   assert.equal(d.action, 'newUid');
   if (d.action !== 'newUid') return;
-  assert.equal(d.build(11).generation, 5);
+  assert.equal(d.build(11).generation, 0);
 });
 
 test('client state: leaving an empty state does not put "" in the seen list', () => {
-  const d = decideLogin(user({ clientState: '', seenClientStates: [] }), input({ clientState: 'aaaa' }), NOW);
+  const d = decideLogin(user({ generation: 0, clientState: '', seenClientStates: [] }), input({ clientState: 'aaaa' }), NOW);
   assert.equal(d.action, 'newUid');
   if (d.action !== 'newUid') return;
   assert.deepEqual(d.build(11).seenClientStates, []);

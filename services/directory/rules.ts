@@ -101,7 +101,12 @@ export function decideLogin(existing: UserRecord | null, req: LoginInput, now: n
   if (req.generation !== undefined && req.generation < existing.generation) {
     return { action: 'reject', error: new InvalidGeneration('generation is older than the recorded one') };
   }
-  // An absent generation never changes the recorded one.
+  // A missing generation counts as 0, as on Mozilla's servers: once the IdP has
+  // sent one, an assertion without it is older than the recorded one.
+  if (req.generation === undefined && existing.generation > 0) {
+    return { action: 'reject', error: new InvalidGeneration('a generation is required once one is recorded') };
+  }
+  // An absent generation (never recorded either) changes nothing.
   const generationIncreased = req.generation !== undefined && req.generation > existing.generation;
   const generation = generationIncreased ? req.generation! : existing.generation;
 

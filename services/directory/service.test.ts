@@ -72,8 +72,9 @@ test('one user history through gRPC, with the protocol error classes coming back
   assert.equal(g13.uid, uid);
   assert.equal(g13.generation, 13);
   assert.ok((await loginError(email, { generation: 12, clientState: 'orig' })) instanceof InvalidGeneration);
-  const noGen = await login(email, { clientState: 'orig' });
-  assert.equal(noGen.generation, 13, 'no generation leaves the recorded one');
+  const noGen = await loginError(email, { clientState: 'orig' });
+  assert.ok(noGen instanceof InvalidGeneration, 'no generation once one is recorded counts as 0');
+  assert.equal((await getUser(email)).generation, 13);
   assert.ok((await loginError(email, { generation: 13, clientState: 'aaaa' })) instanceof InvalidClientState);
   const moved = await login(email, { generation: 14, clientState: 'aaaa' });
   assert.notEqual(moved.uid, uid);
