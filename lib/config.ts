@@ -41,6 +41,8 @@ export const DEFAULTS = {
   UPSTREAM_CONNECT_TIMEOUT_MS: 2000,
   UPSTREAM_TIMEOUT_MS: 30_000,
   LOG_LEVEL: 'info',
+  /** The FxA e-mail domain: there an e-mail's local part is the account id (DESIGN §9.3). */
+  OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com',
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -111,6 +113,15 @@ export function list(env: Env, name: string, fallback: string): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
+}
+
+/** A DNS domain name, lowercased. */
+export function domain(env: Env, name: string, fallback: string): string {
+  const v = str(env, name, fallback).toLowerCase();
+  if (v.length > 253 || !/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/.test(v)) {
+    throw new ConfigError(name, `must be a domain name, got ${JSON.stringify(v)}`);
+  }
+  return v;
 }
 
 /** An absolute http(s) URL without a trailing slash, query or fragment. */
@@ -256,6 +267,8 @@ export interface LoginConfig {
   retryAfter: number;
   maintenanceMode: boolean;
   overload: OverloadConfig;
+  /** Lowercase. */
+  oauthEmailDomain: string;
 }
 
 /**
@@ -294,6 +307,7 @@ export function loginConfig(
     retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
     maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
     overload: overloadConfig(env),
+    oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
   };
 }
 

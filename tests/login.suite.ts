@@ -4,6 +4,7 @@
 // skipped with `skipReason()`).
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { loginConfig, type Env } from '../lib/config.js';
 import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
@@ -246,9 +247,26 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.equal(payload.node, NODES.sync);
       assert.match(payload.salt, /^[0-9a-f]{6}$/);
       assert.ok(payload.expires >= before + 3600 && payload.expires <= Math.floor(Date.now() / 1000) + 3600);
-      assert.equal(payload.fxa_uid, email.split('@')[0]);
+      assert.match(String(payload.fxa_uid), /^[0-9a-f]{32}$/, 'an opaque account id, not the e-mail');
       assert.equal(body.key, derivedSecret(body.id, payload.salt, secret));
       assert.equal(body.key.length, 44);
+    });
+
+    it('fxa_uid: the local part only at the FxA e-mail domain; elsewhere an opaque id that differs across domains', async (sys) => {
+      const fxaUid = async (email: string) => {
+        const res = await sys.token(email);
+        assert.equal(res.status, 200, res.text);
+        return parseToken(res.json.id, nodeSecrets(MASTER_SECRETS, NODES.sync)).payload.fxa_uid;
+      };
+      const hex = randomBytes(16).toString('hex');
+      assert.equal(await fxaUid(`${hex}@api.accounts.firefox.com`), hex);
+      const local = `someone${hex.slice(0, 8)}`;
+      const x = await fxaUid(`${local}@x.example`);
+      const y = await fxaUid(`${local}@y.example`);
+      assert.match(String(x), /^[0-9a-f]{32}$/);
+      assert.ok(!String(x).includes(local) && !String(y).includes(local), 'no local part in the token');
+      assert.notEqual(x, y, 'a@x.example and a@y.example are different accounts');
+      assert.equal(await fxaUid(`${local}@x.example`), x, 'stable for one user');
     });
 
     it('the same user gets the same uid and node again; HEAD answers too; another app gets its own node', async (sys) => {

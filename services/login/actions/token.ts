@@ -8,11 +8,11 @@ import {
   NotFound,
   ServiceUnavailable,
 } from '../../../lib/errors.js';
-import { makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
+import { accountIdKey, makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import type { VerifiedAssertion } from '../assertion.js';
 import { sendJson } from '../error-handler.js';
-import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
 export const TOKEN_PATH = '/1.0/:app/:version';
@@ -31,6 +31,8 @@ type TokenMiddleware = Middleware<TokenState, ParameterizedContext<TokenState> &
 
 export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   const { config, verifier, backends } = deps;
+  // From the newest master secret, like the tokens it goes into.
+  const accountKey = accountIdKey(config.masterSecrets[0]);
 
   const knownApplication: TokenMiddleware = async function knownApplication(ctx, next) {
     const { app, version } = ctx.params;
@@ -93,7 +95,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     const payload = tokenPayload({
       uid: user.uid,
       node: user.node,
-      email: identity.email,
+      fxaUid: accountId(identity.email, config.oauthEmailDomain, accountKey),
       generation: user.generation,
       clientState: user.clientState,
       nowSeconds: Date.now() / 1000,
