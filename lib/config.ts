@@ -28,6 +28,8 @@ export const DEFAULTS = {
   GRPC_DEADLINE_MS: 2000,
   /** Retry-After on 503, seconds. */
   RETRY_AFTER: 10,
+  /** Client-state changes one user may make in any 24 hours (DESIGN §10); beyond it 429. */
+  CLIENT_STATE_CHANGES_PER_DAY: 10,
   /** Share of a node's capacity released when no node has slots left. */
   RELEASE_RATE: 0.1,
   MAINTENANCE_MODE: false,
@@ -224,6 +226,11 @@ export interface DirectoryConfig {
   storeUrl: string;
   port: number;
   host: string;
+  clientStateChangesPerDay: number;
+}
+
+export function clientStateChangesPerDay(env: Env): number {
+  return int(env, 'CLIENT_STATE_CHANGES_PER_DAY', DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY, 1, 10_000);
 }
 
 export function directoryConfig(env: Env): DirectoryConfig {
@@ -231,6 +238,7 @@ export function directoryConfig(env: Env): DirectoryConfig {
     storeUrl: storeUrl(env),
     port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+    clientStateChangesPerDay: clientStateChangesPerDay(env),
   };
 }
 

@@ -40,6 +40,7 @@ export function sampleUser(overrides: Partial<UserRecord> = {}): UserRecord {
     clientState: '',
     seenClientStates: [],
     replaced: [],
+    stateChanges: [],
     createdAt: 1_700_000_000_000,
     version: 1,
     ...overrides,
@@ -64,7 +65,8 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
       generation: Number.MAX_SAFE_INTEGER,
       clientState: 'bbbb',
       seenClientStates: ['aaaa', 'a.b_c-d'],
-      replaced: [{ uid: 7, node: 'https://node0.example.com', replacedAt: 1_700_000_000_123 }],
+      replaced: [{ uid: 7, node: 'https://node0.example.com', replacedAt: 1_700_000_000_123, released: true }],
+      stateChanges: [1_700_000_000_100, 1_700_000_000_123],
       version: 3,
     });
     assert.equal(await store.insert(rec), true);
