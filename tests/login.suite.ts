@@ -74,7 +74,10 @@ export class System {
   keys!: Keys;
   private emails = 0;
 
-  constructor(readonly storeUrl: string) {}
+  constructor(
+    readonly storeUrl: string,
+    readonly directoryOptions: { clientStateChangesPerDay?: number } = {},
+  ) {}
 
   async start(): Promise<void> {
     this.keys = await keys();
@@ -92,7 +95,7 @@ export class System {
   }
 
   async startDirectory(): Promise<void> {
-    const d = await startDirectory({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
+    const d = await startDirectory({ ...this.directoryOptions, storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
     this.directoryPort = d.port;
     this.closers.directory = d.close;
   }
@@ -202,13 +205,17 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
   const reason = () => skipReason?.() ?? 'no store available';
 
   /** A test body that runs against a fresh system, or is skipped with the reason. */
-  function withSystem(title: string, register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void): void {
+  function withSystem(
+    title: string,
+    register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void,
+    directoryOptions: ConstructorParameters<typeof System>[1] = {},
+  ): void {
     describe(title, () => {
       let sys: System | null = null;
       before(async () => {
         const url = await storeUrl();
         if (url === null) return;
-        sys = new System(url);
+        sys = new System(url, directoryOptions);
         await sys.start();
       });
       after(async () => {
@@ -479,6 +486,48 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.match(v.json.version, /^\d+\.\d+\.\d+/);
     });
   });
+
+  /** `count` client-state changes of one user of `app`, each with a higher generation. */
+  async function changeStates(sys: System, email: string, count: number, path: string): Promise<HttpResponse[]> {
+    const answers: HttpResponse[] = [];
+    for (let i = 1; i <= count; i++) answers.push(await sys.token(email, { 'X-Client-State': `state${i}` }, { generation: i }, path));
+    return answers;
+  }
+
+  withSystem(`client-state changes are rate-limited (${name})`, (it) => {
+    it('the change beyond CLIENT_STATE_CHANGES_PER_DAY within a day → 429, status error, Retry-After; the current state still works', async (sys) => {
+      const email = sys.newEmail();
+      // The first login sets a state on a new user: not a change.
+      for (const [i, res] of (await changeStates(sys, email, 4, '/1.0/sync/1.5')).entries()) assert.equal(res.status, 200, `change ${i}: ${res.text}`);
+      const refused = await sys.token(email, { 'X-Client-State': 'state5' }, { generation: 5 });
+      assertError(refused, 429, 'error', 'the fourth change');
+      const retryAfter = Number(refused.header('retry-after'));
+      assert.ok(Number.isInteger(retryAfter) && retryAfter > 86_000 && retryAfter <= 86_400, `Retry-After ${refused.header('retry-after')}`);
+      assert.equal((await sys.token(email, { 'X-Client-State': 'state4' }, { generation: 5 })).status, 200);
+    });
+  }, { clientStateChangesPerDay: 3 });
+
+  withSystem(`client-state churn does not fill a node (${name})`, (it) => {
+    it('201 client-state changes of one user on a node of capacity 200: every one answered, the node counts one user', async (sys) => {
+      const client = new NodeAssignClient(`127.0.0.1:${sys.nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+      const opts = { deadlineMs: 5000, retryAfter: 1 };
+      const node = 'https://churn.test.example';
+      const load = async () => (await call(client, client.listNodes, { service: 'empty' }, opts)).nodes.find((n) => n.url === node)?.currentLoad;
+      try {
+        await call(client, client.addNode, { service: 'empty', url: node, capacity: 200 }, opts);
+        const email = sys.newEmail();
+        const answers = await changeStates(sys, email, 202, '/1.0/empty/1.0');
+        for (const [i, res] of answers.entries()) assert.equal(res.status, 200, `login ${i}: ${res.text}`);
+        assert.equal(new Set(answers.map((r) => r.json.uid)).size, 202, 'each change a new uid');
+        assert.equal(await load(), 1, 'replaced uids on the same node gave their slots back');
+        // Another user still finds room.
+        assert.equal((await sys.token(sys.newEmail(), {}, {}, '/1.0/empty/1.0')).status, 200);
+        assert.equal(await load(), 2);
+      } finally {
+        client.close();
+      }
+    });
+  }, { clientStateChangesPerDay: 1000 });
 
   withSystem(`login with a backend down (${name})`, (it) => {
     async function until200(sys: System, what: string): Promise<void> {

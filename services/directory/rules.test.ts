@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BadRequest, InvalidClientState, InvalidGeneration, NewUsersDisabled } from '../../lib/errors.js';
+import { BadRequest, InvalidClientState, InvalidGeneration, NewUsersDisabled, TooManyRequests } from '../../lib/errors.js';
 import { assignment, decideLogin, MAX_REPLACED, MAX_SEEN_CLIENT_STATES, requestProblem, type LoginDecision, type LoginInput } from './rules.js';
 import type { UserRecord } from './store.js';
 
@@ -196,4 +196,61 @@ test('one user history: generations only go up, a client-state change needs a ge
   assert.equal(final.clientState, 'aaaa');
   assert.deepEqual(final.seenClientStates, ['orig']);
   assert.deepEqual(final.replaced.map((r) => r.uid), [1]);
+});
+
+test('client-state changes: allowed below the daily limit, 429 with Retry-After at it; older changes do not count', () => {
+  const change = (stateChanges: number[]) => decideLogin(user({ stateChanges }), input({ generation: 6, clientState: 'bbbb' }), NOW, POLICY);
+  const two = change([NOW - 2000, NOW - 1000]);
+  assert.equal(two.action, 'newUid');
+  if (two.action === 'newUid') assert.deepEqual(two.build(11).stateChanges, [NOW - 2000, NOW - 1000, NOW]);
+  const full = change([NOW - DAY + 5000, NOW - 2000, NOW - 1000]);
+  rejected(full, TooManyRequests, /3 client-state changes/);
+  if (full.action === 'reject') {
+    assert.equal(full.error.status, 429);
+    assert.equal(full.error.statusString, 'error');
+    assert.equal(full.error.headers['Retry-After'], '5', 'when the oldest of the day leaves the window');
+  }
+  const aged = change([NOW - DAY, NOW - DAY - 1, NOW - 1000]);
+  assert.equal(aged.action, 'newUid', 'changes a day old or older have expired');
+  if (aged.action === 'newUid') assert.deepEqual(aged.build(11).stateChanges, [NOW - 1000, NOW], 'and are dropped');
+  // More recorded than a lowered limit allows: wait until enough have expired.
+  const lowered = decideLogin(user({ stateChanges: [NOW - 9000, NOW - 8000, NOW - 7000] }), input({ generation: 6, clientState: 'bbbb' }), NOW, { clientStateChangesPerDay: 1 });
+  rejected(lowered, TooManyRequests);
+  if (lowered.action === 'reject') assert.equal(lowered.error.headers['Retry-After'], String(DAY / 1000 - 7));
+});
+
+test('client-state changes: a refused or unchanged state does not count against the limit', () => {
+  const full = user({ stateChanges: [NOW - 3, NOW - 2, NOW - 1] });
+  rejected(decideLogin(full, input({ generation: 6, clientState: '0000' }), NOW, POLICY), InvalidClientState);
+  assert.equal(decideLogin(full, input({ generation: 6, clientState: 'aaaa' }), NOW, POLICY).action, 'update');
+});
+
+test('the seen and replaced lists keep only the newest entries', () => {
+  const seen = Array.from({ length: MAX_SEEN_CLIENT_STATES }, (_, i) => `s${i}`);
+  const replaced = Array.from({ length: MAX_REPLACED }, (_, i) => ({ uid: i, node: 'https://n.example', replacedAt: i, released: false }));
+  const d = decideLogin(user({ seenClientStates: seen, replaced }), input({ generation: 6, clientState: 'bbbb' }), NOW, POLICY);
+  assert.equal(d.action, 'newUid');
+  if (d.action !== 'newUid') return;
+  const next = d.build(11);
+  assert.equal(next.seenClientStates.length, MAX_SEEN_CLIENT_STATES);
+  assert.deepEqual([next.seenClientStates[0], next.seenClientStates.at(-1)], ['s1', 'aaaa']);
+  assert.equal(next.replaced.length, MAX_REPLACED);
+  assert.deepEqual([next.replaced[0].uid, next.replaced.at(-1)?.uid], [1, 10]);
+});
+
+test('assignment: only for the current uid without a node; releases unreleased replaced uids on the same node only', () => {
+  const node = 'https://n.example';
+  const replaced = [
+    { uid: 1, node, replacedAt: 1, released: true },
+    { uid: 2, node: 'https://other.example', replacedAt: 2, released: false },
+    { uid: 3, node, replacedAt: 3, released: false },
+    { uid: 4, node: '', replacedAt: 4, released: false },
+  ];
+  const fresh = user({ node: '', replaced });
+  assert.equal(assignment(fresh, 99, node), null, 'another uid');
+  assert.equal(assignment(user({ node }), 10, node), null, 'a node already');
+  const a = assignment(fresh, 10, node);
+  assert.equal(a?.released, 1);
+  assert.deepEqual(a?.record, { ...fresh, node, version: 4, replaced: [replaced[0], replaced[1], { ...replaced[2], released: true }, replaced[3]] });
+  assert.equal(assignment(fresh, 10, 'https://third.example')?.released, 0);
 });
