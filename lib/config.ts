@@ -28,6 +28,8 @@ export const DEFAULTS = {
   GRPC_DEADLINE_MS: 2000,
   /** Retry-After on 503, seconds. */
   RETRY_AFTER: 10,
+  /** Client-state changes one user may make in any 24 hours (DESIGN §10); beyond it 429. */
+  CLIENT_STATE_CHANGES_PER_DAY: 10,
   /** Share of a node's capacity released when no node has slots left. */
   RELEASE_RATE: 0.1,
   MAINTENANCE_MODE: false,
@@ -41,6 +43,8 @@ export const DEFAULTS = {
   UPSTREAM_CONNECT_TIMEOUT_MS: 2000,
   UPSTREAM_TIMEOUT_MS: 30_000,
   LOG_LEVEL: 'info',
+  /** The FxA e-mail domain: there an e-mail's local part is the account id (DESIGN §9.3). */
+  OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com',
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -111,6 +115,15 @@ export function list(env: Env, name: string, fallback: string): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
+}
+
+/** A DNS domain name, lowercased. */
+export function domain(env: Env, name: string, fallback: string): string {
+  const v = str(env, name, fallback).toLowerCase();
+  if (v.length > 253 || !/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/.test(v)) {
+    throw new ConfigError(name, `must be a domain name, got ${JSON.stringify(v)}`);
+  }
+  return v;
 }
 
 /** An absolute http(s) URL without a trailing slash, query or fragment. */
@@ -213,6 +226,11 @@ export interface DirectoryConfig {
   storeUrl: string;
   port: number;
   host: string;
+  clientStateChangesPerDay: number;
+}
+
+export function clientStateChangesPerDay(env: Env): number {
+  return int(env, 'CLIENT_STATE_CHANGES_PER_DAY', DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY, 1, 10_000);
 }
 
 export function directoryConfig(env: Env): DirectoryConfig {
@@ -220,6 +238,7 @@ export function directoryConfig(env: Env): DirectoryConfig {
     storeUrl: storeUrl(env),
     port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+    clientStateChangesPerDay: clientStateChangesPerDay(env),
   };
 }
 
@@ -256,6 +275,8 @@ export interface LoginConfig {
   retryAfter: number;
   maintenanceMode: boolean;
   overload: OverloadConfig;
+  /** Lowercase. */
+  oauthEmailDomain: string;
 }
 
 /**
@@ -294,6 +315,7 @@ export function loginConfig(
     retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
     maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
     overload: overloadConfig(env),
+    oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
   };
 }
 

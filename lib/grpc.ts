@@ -3,12 +3,14 @@
 // deadline and turn gRPC errors back into the same ProtocolError classes.
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import { errorClasses, InternalError, ProtocolError, ServiceUnavailable } from './errors.js';
+import { errorClasses, InternalError, ProtocolError, ServiceUnavailable, TooManyRequests } from './errors.js';
 import type { Logger } from './log.js';
 import { outcomeOf } from './metrics.js';
 import { requestIdFrom } from './request-id.js';
 
 const ERROR_CLASS = 'x-error-class';
+/** A rate limit's Retry-After, which only the server knows. */
+const RETRY_AFTER = 'x-retry-after';
 export const REQUEST_ID = 'x-request-id';
 
 function grpcCode(err: ProtocolError): grpc.status {
@@ -21,6 +23,8 @@ function grpcCode(err: ProtocolError): grpc.status {
       return grpc.status.PERMISSION_DENIED;
     case 404:
       return grpc.status.NOT_FOUND;
+    case 429:
+      return grpc.status.RESOURCE_EXHAUSTED;
     case 409:
       return grpc.status.ALREADY_EXISTS;
     case 503:
@@ -35,6 +39,7 @@ export function toServiceError(err: unknown, log: Logger, method: string): Parti
   const metadata = new grpc.Metadata();
   if (err instanceof ProtocolError) {
     metadata.set(ERROR_CLASS, err.name);
+    if (err instanceof TooManyRequests) metadata.set(RETRY_AFTER, String(err.retryAfter));
     if (!err.expose) log.warn({ method, err: err.message, class: err.name }, 'rpc failed');
     return { code: grpcCode(err), details: err.message, metadata };
   }
@@ -78,6 +83,10 @@ export function fromServiceError(err: grpc.ServiceError, retryAfter: number): Pr
   const cls = err.metadata?.get(ERROR_CLASS)[0];
   if (typeof cls === 'string' && cls in errorClasses) {
     const e = new errorClasses[cls](err.details);
+    if (e instanceof TooManyRequests) {
+      const seconds = Number(err.metadata.get(RETRY_AFTER)[0]);
+      return new TooManyRequests(err.details, Number.isSafeInteger(seconds) && seconds > 0 ? seconds : e.retryAfter);
+    }
     if (e instanceof ServiceUnavailable && e.retryAfter !== retryAfter) {
       return new (e.constructor as typeof ServiceUnavailable)(err.details, retryAfter);
     }

@@ -4,7 +4,7 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { DEFAULTS, applications, gatewayConfig, loginConfig, port, str, storeUrl, type Env } from '../lib/config.js';
+import { DEFAULTS, applications, clientStateChangesPerDay, gatewayConfig, loginConfig, port, str, storeUrl, type Env } from '../lib/config.js';
 import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { loadOrCreateDevIdp } from '../lib/idp.js';
@@ -49,7 +49,12 @@ export async function startStack(env: Env): Promise<Stack> {
     for (const c of closers.reverse()) await c().catch(() => undefined);
   };
   try {
-    const directory = await startDirectory({ storeUrl: store, host, port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT) });
+    const directory = await startDirectory({
+      storeUrl: store,
+      host,
+      port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
+      clientStateChangesPerDay: clientStateChangesPerDay(env),
+    });
     closers.push(directory.close);
     const nodeAssign = await startNodeAssign({ storeUrl: store, host, port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT) });
     closers.push(nodeAssign.close);

@@ -4,6 +4,7 @@
 // skipped with `skipReason()`).
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { loginConfig, type Env } from '../lib/config.js';
 import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
@@ -73,7 +74,10 @@ export class System {
   keys!: Keys;
   private emails = 0;
 
-  constructor(readonly storeUrl: string) {}
+  constructor(
+    readonly storeUrl: string,
+    readonly directoryOptions: { clientStateChangesPerDay?: number } = {},
+  ) {}
 
   async start(): Promise<void> {
     this.keys = await keys();
@@ -91,7 +95,7 @@ export class System {
   }
 
   async startDirectory(): Promise<void> {
-    const d = await startDirectory({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
+    const d = await startDirectory({ ...this.directoryOptions, storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
     this.directoryPort = d.port;
     this.closers.directory = d.close;
   }
@@ -201,13 +205,17 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
   const reason = () => skipReason?.() ?? 'no store available';
 
   /** A test body that runs against a fresh system, or is skipped with the reason. */
-  function withSystem(title: string, register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void): void {
+  function withSystem(
+    title: string,
+    register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void,
+    directoryOptions: ConstructorParameters<typeof System>[1] = {},
+  ): void {
     describe(title, () => {
       let sys: System | null = null;
       before(async () => {
         const url = await storeUrl();
         if (url === null) return;
-        sys = new System(url);
+        sys = new System(url, directoryOptions);
         await sys.start();
       });
       after(async () => {
@@ -246,9 +254,26 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.equal(payload.node, NODES.sync);
       assert.match(payload.salt, /^[0-9a-f]{6}$/);
       assert.ok(payload.expires >= before + 3600 && payload.expires <= Math.floor(Date.now() / 1000) + 3600);
-      assert.equal(payload.fxa_uid, email.split('@')[0]);
+      assert.match(String(payload.fxa_uid), /^[0-9a-f]{32}$/, 'an opaque account id, not the e-mail');
       assert.equal(body.key, derivedSecret(body.id, payload.salt, secret));
       assert.equal(body.key.length, 44);
+    });
+
+    it('fxa_uid: the local part only at the FxA e-mail domain; elsewhere an opaque id that differs across domains', async (sys) => {
+      const fxaUid = async (email: string) => {
+        const res = await sys.token(email);
+        assert.equal(res.status, 200, res.text);
+        return parseToken(res.json.id, nodeSecrets(MASTER_SECRETS, NODES.sync)).payload.fxa_uid;
+      };
+      const hex = randomBytes(16).toString('hex');
+      assert.equal(await fxaUid(`${hex}@api.accounts.firefox.com`), hex);
+      const local = `someone${hex.slice(0, 8)}`;
+      const x = await fxaUid(`${local}@x.example`);
+      const y = await fxaUid(`${local}@y.example`);
+      assert.match(String(x), /^[0-9a-f]{32}$/);
+      assert.ok(!String(x).includes(local) && !String(y).includes(local), 'no local part in the token');
+      assert.notEqual(x, y, 'a@x.example and a@y.example are different accounts');
+      assert.equal(await fxaUid(`${local}@x.example`), x, 'stable for one user');
     });
 
     it('the same user gets the same uid and node again; HEAD answers too; another app gets its own node', async (sys) => {
@@ -398,7 +423,9 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert401(await sys.token(email, {}, { generation: 4 }), 'invalid-generation', 'older');
       assert.equal((await sys.token(email, {}, { generation: 6 })).json.uid, uid);
       assert401(await sys.token(email, {}, { generation: 5 }), 'invalid-generation', 'older than the newly recorded one');
-      assert.equal((await sys.token(email)).json.uid, uid, 'no generation claim leaves the record alone');
+      // Mozilla's servers read a missing generation as 0.
+      assert401(await sys.token(email), 'invalid-generation', 'no generation claim once one is recorded');
+      assert.equal((await sys.token(email, {}, { generation: 6 })).json.uid, uid, 'the refusal left the record alone');
     });
 
     it('client-state sequence without generations: change → new uid; going back or to empty → invalid-client-state', async (sys) => {
@@ -459,6 +486,48 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.match(v.json.version, /^\d+\.\d+\.\d+/);
     });
   });
+
+  /** `count` client-state changes of one user of `app`, each with a higher generation. */
+  async function changeStates(sys: System, email: string, count: number, path: string): Promise<HttpResponse[]> {
+    const answers: HttpResponse[] = [];
+    for (let i = 1; i <= count; i++) answers.push(await sys.token(email, { 'X-Client-State': `state${i}` }, { generation: i }, path));
+    return answers;
+  }
+
+  withSystem(`client-state changes are rate-limited (${name})`, (it) => {
+    it('the change beyond CLIENT_STATE_CHANGES_PER_DAY within a day → 429, status error, Retry-After; the current state still works', async (sys) => {
+      const email = sys.newEmail();
+      // The first login sets a state on a new user: not a change.
+      for (const [i, res] of (await changeStates(sys, email, 4, '/1.0/sync/1.5')).entries()) assert.equal(res.status, 200, `change ${i}: ${res.text}`);
+      const refused = await sys.token(email, { 'X-Client-State': 'state5' }, { generation: 5 });
+      assertError(refused, 429, 'error', 'the fourth change');
+      const retryAfter = Number(refused.header('retry-after'));
+      assert.ok(Number.isInteger(retryAfter) && retryAfter > 86_000 && retryAfter <= 86_400, `Retry-After ${refused.header('retry-after')}`);
+      assert.equal((await sys.token(email, { 'X-Client-State': 'state4' }, { generation: 5 })).status, 200);
+    });
+  }, { clientStateChangesPerDay: 3 });
+
+  withSystem(`client-state churn does not fill a node (${name})`, (it) => {
+    it('201 client-state changes of one user on a node of capacity 200: every one answered, the node counts one user', async (sys) => {
+      const client = new NodeAssignClient(`127.0.0.1:${sys.nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+      const opts = { deadlineMs: 5000, retryAfter: 1 };
+      const node = 'https://churn.test.example';
+      const load = async () => (await call(client, client.listNodes, { service: 'empty' }, opts)).nodes.find((n) => n.url === node)?.currentLoad;
+      try {
+        await call(client, client.addNode, { service: 'empty', url: node, capacity: 200 }, opts);
+        const email = sys.newEmail();
+        const answers = await changeStates(sys, email, 202, '/1.0/empty/1.0');
+        for (const [i, res] of answers.entries()) assert.equal(res.status, 200, `login ${i}: ${res.text}`);
+        assert.equal(new Set(answers.map((r) => r.json.uid)).size, 202, 'each change a new uid');
+        assert.equal(await load(), 1, 'replaced uids on the same node gave their slots back');
+        // Another user still finds room.
+        assert.equal((await sys.token(sys.newEmail(), {}, {}, '/1.0/empty/1.0')).status, 200);
+        assert.equal(await load(), 2);
+      } finally {
+        client.close();
+      }
+    });
+  }, { clientStateChangesPerDay: 1000 });
 
   withSystem(`login with a backend down (${name})`, (it) => {
     async function until200(sys: System, what: string): Promise<void> {

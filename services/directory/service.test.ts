@@ -32,6 +32,7 @@ after(async () => {
 });
 
 const opts = { deadlineMs: 10_000, retryAfter: 10 };
+const POLICY = { clientStateChangesPerDay: 10 };
 let emails = 0;
 const freshEmail = () => `user${++emails}@example.com`;
 
@@ -51,8 +52,8 @@ async function loginError(email: string, o: Partial<LoginRequest> = {}): Promise
 }
 
 const getUser = (email: string) => call(client, client.getUser, { service: 'sync', email }, opts).then((r) => r.user!);
-const assignNode = (email: string, uid: number, node: string) =>
-  call(client, client.assignNode, { service: 'sync', email, uid, node }, opts).then((r) => r.user!);
+const assignNodeReply = (email: string, uid: number, node: string) => call(client, client.assignNode, { service: 'sync', email, uid, node }, opts);
+const assignNode = (email: string, uid: number, node: string) => assignNodeReply(email, uid, node).then((r) => r.user!);
 
 test('health check answers SERVING for the server and the Directory service', async () => {
   assert.equal(await healthStatus(server.port, ''), 'SERVING');
@@ -72,8 +73,9 @@ test('one user history through gRPC, with the protocol error classes coming back
   assert.equal(g13.uid, uid);
   assert.equal(g13.generation, 13);
   assert.ok((await loginError(email, { generation: 12, clientState: 'orig' })) instanceof InvalidGeneration);
-  const noGen = await login(email, { clientState: 'orig' });
-  assert.equal(noGen.generation, 13, 'no generation leaves the recorded one');
+  const noGen = await loginError(email, { clientState: 'orig' });
+  assert.ok(noGen instanceof InvalidGeneration, 'no generation once one is recorded counts as 0');
+  assert.equal((await getUser(email)).generation, 13);
   assert.ok((await loginError(email, { generation: 13, clientState: 'aaaa' })) instanceof InvalidClientState);
   const moved = await login(email, { generation: 14, clientState: 'aaaa' });
   assert.notEqual(moved.uid, uid);
@@ -208,7 +210,7 @@ test('login retries after losing a race: parallel first logins on one store inse
   };
   try {
     const req = { service: 'sync', email: 'race@example.com', clientState: '', allowNewUsers: true };
-    const users = await Promise.all(Array.from({ length: 50 }, () => applyLogin(store, req)));
+    const users = await Promise.all(Array.from({ length: 50 }, () => applyLogin(store, req, POLICY)));
     assert.ok(lostInserts > 0, 'the parallel logins did race');
     assert.equal(inserts - lostInserts, 1);
     assert.equal(new Set(users.map((u) => u.uid)).size, 1);
@@ -231,9 +233,9 @@ test('an existing user with nothing to change costs one read and no write', asyn
   }
   try {
     const req = { service: 'sync', email: 'keep@example.com', generation: 3, clientState: 'aaaa', allowNewUsers: true };
-    const created = await applyLogin(store, req);
+    const created = await applyLogin(store, req, POLICY);
     calls.length = 0;
-    const again = await applyLogin(store, req);
+    const again = await applyLogin(store, req, POLICY);
     assert.deepEqual(calls, ['get']);
     assert.equal(again.version, created.version);
     assert.equal(again.uid, created.uid);

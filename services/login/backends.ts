@@ -7,7 +7,7 @@ import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
 import { InternalError } from '../../lib/errors.js';
 import { call, CLIENT_OPTIONS, insecure, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
-import { DirectoryClient, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
+import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
 import type { LoginMetrics } from '../../lib/metrics.js';
 
@@ -29,8 +29,10 @@ export interface Backends {
   login(req: LoginRequest, requestId: string): Promise<User>;
   /** A node URL for a new user of `service`; NoNodeAvailable (503) when none has room. */
   allocate(service: string, requestId: string): Promise<string>;
-  /** The user's record after assignment; its node is whichever was assigned first. */
-  assignNode(req: AssignNodeRequest, requestId: string): Promise<User>;
+  /** The user's record after assignment (its node is whichever was assigned first), and what to release. */
+  assignNode(req: AssignNodeRequest, requestId: string): Promise<AssignNodeReply & { user: User }>;
+  /** Gives back one slot of a node. */
+  release(service: string, url: string, requestId: string): Promise<void>;
   health(): Promise<BackendHealth>;
   close(): void;
 }
@@ -77,7 +79,11 @@ export function connectBackends(
       return node.url;
     },
     async assignNode(req, requestId) {
-      return userOf(await rpc('directory.AssignNode', directory, directory.assignNode, req, requestId), 'AssignNode');
+      const reply = await rpc('directory.AssignNode', directory, directory.assignNode, req, requestId);
+      return { ...reply, user: userOf(reply, 'AssignNode') };
+    },
+    async release(service, url, requestId) {
+      await rpc('nodeassign.Release', nodeAssign, nodeAssign.release, { service, url }, requestId);
     },
     async health() {
       const [d, n] = await Promise.all([serving('directory', directoryHealth), serving('nodeassign', nodeAssignHealth)]);
