@@ -19,7 +19,7 @@ import { nodeSecrets, signingKey } from '../lib/token.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const MASTER_SECRET = randomBytes(24).toString('hex');
+const MASTER_SECRET = randomBytes(32).toString('hex');
 const TOKEN_PATH = '/1.0/sync/1.5';
 
 let dir: string;
