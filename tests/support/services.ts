@@ -1,6 +1,7 @@
 // Test helpers shared by the directory and nodeassign service tests: a temp
 // SQLite store URL, the internal secret, and a grpc.health.v1 Check over a real channel.
 import * as grpc from '@grpc/grpc-js';
+import assert from 'node:assert/strict';
 import { service as healthService } from 'grpc-health-check';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -86,4 +87,13 @@ export function runEntryPoint(file: string, env: Record<string, string>, readyLi
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** Asserts that the entry point, given `env` and no INTERNAL_SECRET or a 31-byte one, exits 1 naming the variable. */
+export async function refusesBadInternalSecret(file: string, env: Record<string, string>): Promise<void> {
+  for (const [secret, message] of [[undefined, 'is required'], ['x'.repeat(31), 'must be at least 32 bytes']] as const) {
+    const run = await runEntryPoint(file, secret ? { ...env, INTERNAL_SECRET: secret } : env, /listening/);
+    assert.equal(run.code, 1, run.stdout);
+    assert.ok(run.stderr.startsWith(`configuration error: INTERNAL_SECRET: ${message}`), run.stderr);
+  }
 }
