@@ -53,6 +53,7 @@ before(async () => {
   audience = 'https://login-e2e.example';
   const env = {
     MASTER_SECRETS: OLD_SECRET,
+    INTERNAL_SECRET: TEST_AUTH.internalSecret,
     APPLICATIONS: 'sync/1.5',
     AUDIENCES: audience,
     DIRECTORY_ADDR: `127.0.0.1:${directory.port}`,
