@@ -140,19 +140,117 @@ export function url(env: Env, name: string, fallback?: string): string {
   return v.replace(/\/+$/, '');
 }
 
-/** MASTER_SECRETS: comma-separated, newest first. */
+/**
+ * A secret from NAME, or from the file NAME_FILE names (the Docker secrets
+ * convention); undefined when neither is set.
+ */
+export function secretValue(env: Env, name: string): string | undefined {
+  const fileVar = `${name}_FILE`;
+  const direct = env[name]?.trim() ? env[name] : undefined;
+  const file = env[fileVar]?.trim();
+  if (direct !== undefined && file) throw new ConfigError(name, `set either ${name} or ${fileVar}, not both`);
+  if (!file) return direct?.trim();
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(fileVar, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (text.trim() === '') throw new ConfigError(fileVar, `${file} is empty`);
+  return text.trim();
+}
+
+/** Node secrets are half a master's length: 64 characters give 128-bit node secrets (DESIGN §10). */
+export const MIN_MASTER_SECRET_LENGTH = 64;
+/** Bytes of INTERNAL_SECRET (DESIGN §10). */
+export const MIN_INTERNAL_SECRET_BYTES = 32;
+
+/** Secrets that were published in examples, docs or tests: anyone can read them, so none is accepted. */
+export const SAMPLE_SECRETS: ReadonlySet<string> = new Set([
+  'dev-only-not-secret-0123456789abcdef',
+  'entry-point-master-secret-0123456789',
+  'suite-master-secret-newest-0001',
+  'suite-master-secret-older-00002',
+  'fault-master-secret-0123456789abcdef',
+  'outage-master-secret-00000001',
+  'cli-test-master-secret-0123456789',
+  'bench-master-secret-0123456789abcdef',
+]);
+
+/** Why `secrets` cannot be MASTER_SECRETS, or undefined when they can. */
+export function masterSecretsProblem(secrets: readonly string[]): string | undefined {
+  if (secrets.length === 0) return 'must hold at least one secret';
+  for (const s of secrets) {
+    if (SAMPLE_SECRETS.has(s)) return 'holds a published sample value; generate one with `openssl rand -hex 32`';
+    if (s.length < MIN_MASTER_SECRET_LENGTH) {
+      return `each secret must be at least ${MIN_MASTER_SECRET_LENGTH} characters (\`openssl rand -hex 32\`)`;
+    }
+  }
+  return undefined;
+}
+
+/** MASTER_SECRETS (or MASTER_SECRETS_FILE): comma-separated, newest first. */
 export function masterSecrets(env: Env, fallback?: string[]): string[] {
-  const v = env.MASTER_SECRETS;
-  if (v === undefined || v.trim() === '') {
+  const v = secretValue(env, 'MASTER_SECRETS');
+  if (v === undefined) {
     if (fallback && fallback.length > 0) return fallback;
     throw new ConfigError('MASTER_SECRETS', 'is required (comma-separated secrets, newest first)');
   }
-  const secrets = list(env, 'MASTER_SECRETS', '');
-  if (secrets.length === 0) throw new ConfigError('MASTER_SECRETS', 'must hold at least one secret');
-  for (const s of secrets) {
-    if (s.length < 16) throw new ConfigError('MASTER_SECRETS', 'each secret must be at least 16 characters');
-  }
+  const secrets = list({ MASTER_SECRETS: v }, 'MASTER_SECRETS', '');
+  const problem = masterSecretsProblem(secrets);
+  if (problem) throw new ConfigError('MASTER_SECRETS', problem);
   return secrets;
+}
+
+/** INTERNAL_SECRET (or INTERNAL_SECRET_FILE): what every internal gRPC call carries. */
+export function internalSecret(env: Env, fallback?: string): string {
+  const v = secretValue(env, 'INTERNAL_SECRET') ?? fallback;
+  if (v === undefined) throw new ConfigError('INTERNAL_SECRET', 'is required (shared by login, directory, nodeassign and the CLI; `openssl rand -hex 32`)');
+  const problem = internalSecretProblem(v);
+  if (problem) throw new ConfigError('INTERNAL_SECRET', problem);
+  return v;
+}
+
+/** Why `secret` cannot be INTERNAL_SECRET, or undefined when it can. */
+export function internalSecretProblem(secret: string): string | undefined {
+  if (SAMPLE_SECRETS.has(secret)) return 'is a published sample value';
+  if (Buffer.byteLength(secret, 'utf8') < MIN_INTERNAL_SECRET_BYTES) return `must be at least ${MIN_INTERNAL_SECRET_BYTES} bytes (\`openssl rand -hex 32\`)`;
+  return undefined;
+}
+
+/** PEM files for mutual TLS on internal gRPC. */
+export interface GrpcTls {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer;
+}
+
+/** GRPC_TLS_CERT, GRPC_TLS_KEY, GRPC_TLS_CA: all three (mutual TLS) or none (plaintext). */
+export function grpcTls(env: Env): GrpcTls | undefined {
+  const names = ['GRPC_TLS_CERT', 'GRPC_TLS_KEY', 'GRPC_TLS_CA'] as const;
+  const set = names.filter((n) => env[n]?.trim());
+  if (set.length === 0) return undefined;
+  const unset = names.filter((n) => !set.includes(n));
+  if (unset.length > 0) throw new ConfigError(unset[0], `must be set with ${set.join(' and ')} (all three or none)`);
+  const [cert, key, ca] = names.map((n) => {
+    const file = str(env, n);
+    try {
+      return readFileSync(file);
+    } catch (e) {
+      throw new ConfigError(n, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  });
+  return { cert, key, ca };
+}
+
+/** How a gRPC server or client authenticates internal calls (DESIGN §10). */
+export interface GrpcAuth {
+  internalSecret: string;
+  tls?: GrpcTls;
+}
+
+export function grpcAuth(env: Env, fallbackSecret?: string): GrpcAuth {
+  return { internalSecret: internalSecret(env, fallbackSecret), tls: grpcTls(env) };
 }
 
 /** APPLICATIONS: `name/version,...` → name → versions. */
@@ -227,6 +325,7 @@ export interface DirectoryConfig {
   port: number;
   host: string;
   clientStateChangesPerDay: number;
+  auth: GrpcAuth;
 }
 
 export function clientStateChangesPerDay(env: Env): number {
@@ -239,6 +338,7 @@ export function directoryConfig(env: Env): DirectoryConfig {
     port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     clientStateChangesPerDay: clientStateChangesPerDay(env),
+    auth: grpcAuth(env),
   };
 }
 
@@ -247,6 +347,7 @@ export interface NodeAssignConfig {
   port: number;
   host: string;
   releaseRate: number;
+  auth: GrpcAuth;
 }
 
 export function nodeAssignConfig(env: Env): NodeAssignConfig {
@@ -255,6 +356,7 @@ export function nodeAssignConfig(env: Env): NodeAssignConfig {
     port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     releaseRate: num(env, 'RELEASE_RATE', DEFAULTS.RELEASE_RATE, 0.0001, 1),
+    auth: grpcAuth(env),
   };
 }
 
@@ -269,6 +371,8 @@ export interface LoginConfig {
   allowNewUsers: boolean;
   directoryAddr: string;
   nodeAssignAddr: string;
+  /** How login authenticates to directory and nodeassign. */
+  auth: GrpcAuth;
   assertionSkew: number;
   generationClaim: string;
   grpcDeadlineMs: number;
@@ -285,7 +389,7 @@ export interface LoginConfig {
  */
 export function loginConfig(
   env: Env,
-  overrides: { masterSecrets?: string[]; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
+  overrides: { masterSecrets?: string[]; internalSecret?: string; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
 ): LoginConfig {
   const audiences = env.AUDIENCES?.trim() ? list(env, 'AUDIENCES', '') : overrides.audiences;
   if (!audiences || audiences.length === 0) throw new ConfigError('AUDIENCES', 'is required (accepted "aud" values)');
@@ -309,6 +413,7 @@ export function loginConfig(
     allowNewUsers: bool(env, 'ALLOW_NEW_USERS', DEFAULTS.ALLOW_NEW_USERS),
     directoryAddr: address(env, 'DIRECTORY_ADDR', DEFAULTS.DIRECTORY_ADDR),
     nodeAssignAddr: address(env, 'NODEASSIGN_ADDR', DEFAULTS.NODEASSIGN_ADDR),
+    auth: grpcAuth(env, overrides.internalSecret),
     assertionSkew: int(env, 'ASSERTION_SKEW', DEFAULTS.ASSERTION_SKEW, 0, 3600),
     generationClaim: str(env, 'GENERATION_CLAIM', DEFAULTS.GENERATION_CLAIM),
     grpcDeadlineMs: int(env, 'GRPC_DEADLINE_MS', DEFAULTS.GRPC_DEADLINE_MS, 50, 60_000),

@@ -141,7 +141,7 @@ export async function loadOrCreateDevIdp(dataDir: string, opts: { generationClai
   if (!stored) {
     const key = await generateKey('ES256');
     const created: DevIdpFile = { issuer: DEV_ISSUER, alg: key.alg, privateJwk: await exportJWK(key.privateKey), publicJwk: key.publicJwk };
-    await mkdir(dataDir, { recursive: true });
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
     try {
       // 'wx': if another process created it first, use theirs.
       await writeFile(file, JSON.stringify(created, null, 2) + '\n', { mode: 0o600, flag: 'wx' });

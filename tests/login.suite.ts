@@ -6,7 +6,8 @@ import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { loginConfig, type Env } from '../lib/config.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { newSecret, TEST_AUTH } from './support/services.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../lib/idp.js';
 import { derivedSecret, nodeSecrets, parseToken } from '../lib/token.js';
@@ -16,7 +17,7 @@ import { startLogin, type RunningLogin } from '../services/login/server.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 
 const AUDIENCE = 'https://token.test.example';
-const MASTER_SECRETS = ['suite-master-secret-newest-0001', 'suite-master-secret-older-00002'];
+const MASTER_SECRETS = [newSecret(), newSecret()];
 const NODES = { sync: 'https://sync-1.test.example', notes: 'https://notes-1.test.example' };
 const RS_ISSUER = 'rs.idp.example';
 const ES_ISSUER = 'es.idp.example';
@@ -83,7 +84,7 @@ export class System {
     this.keys = await keys();
     await this.startDirectory();
     await this.startNodeAssign();
-    const client = new NodeAssignClient(`127.0.0.1:${this.nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+    const client = grpcClient(NodeAssignClient, `127.0.0.1:${this.nodeAssignPort}`, TEST_AUTH);
     try {
       for (const [service, url] of Object.entries(NODES)) {
         await call(client, client.addNode, { service, url, capacity: 1000 }, { deadlineMs: 5000, retryAfter: 1 });
@@ -95,13 +96,13 @@ export class System {
   }
 
   async startDirectory(): Promise<void> {
-    const d = await startDirectory({ ...this.directoryOptions, storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
+    const d = await startDirectory({ ...this.directoryOptions, storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort, auth: TEST_AUTH });
     this.directoryPort = d.port;
     this.closers.directory = d.close;
   }
 
   async startNodeAssign(): Promise<void> {
-    const n = await startNodeAssign({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.nodeAssignPort });
+    const n = await startNodeAssign({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.nodeAssignPort, auth: TEST_AUTH });
     this.nodeAssignPort = n.port;
     this.closers.nodeassign = n.close;
   }
@@ -118,6 +119,7 @@ export class System {
         APPLICATIONS: 'sync/1.5,notes/1.0,empty/1.0',
         AUDIENCES: AUDIENCE,
         MASTER_SECRETS: MASTER_SECRETS.join(','),
+        INTERNAL_SECRET: TEST_AUTH.internalSecret,
         DIRECTORY_ADDR: `127.0.0.1:${this.directoryPort}`,
         NODEASSIGN_ADDR: `127.0.0.1:${this.nodeAssignPort}`,
         LOGIN_PORT: '0',
@@ -509,7 +511,7 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
 
   withSystem(`client-state churn does not fill a node (${name})`, (it) => {
     it('201 client-state changes of one user on a node of capacity 200: every one answered, the node counts one user', async (sys) => {
-      const client = new NodeAssignClient(`127.0.0.1:${sys.nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+      const client = grpcClient(NodeAssignClient, `127.0.0.1:${sys.nodeAssignPort}`, TEST_AUTH);
       const opts = { deadlineMs: 5000, retryAfter: 1 };
       const node = 'https://churn.test.example';
       const load = async () => (await call(client, client.listNodes, { service: 'empty' }, opts)).nodes.find((n) => n.url === node)?.currentLoad;

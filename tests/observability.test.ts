@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULTS } from '../lib/config.js';
 import { DirectoryService } from '../lib/gen/directory.js';
 import { REQUEST_ID, startServer } from '../lib/grpc.js';
+import { TEST_AUTH } from './support/services.js';
 import { logger } from '../lib/log.js';
 import { VERSION_INFO } from '../lib/version.js';
 import { directoryService } from '../services/directory/service.js';
@@ -62,6 +63,7 @@ async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> {
     [{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory' }],
     '127.0.0.1',
     0,
+    TEST_AUTH,
   );
   const open = (): void => {
     isOpen = true;

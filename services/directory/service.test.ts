@@ -2,7 +2,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DirectoryClient, type LoginRequest, type User } from '../../lib/gen/directory.js';
-import { call, CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
+import { call, grpcClient } from '../../lib/grpc.js';
 import {
   BadRequest,
   InvalidClientState,
@@ -14,15 +14,15 @@ import {
 import { startDirectory, type RunningDirectory } from './server.js';
 import { login as applyLogin } from './service.js';
 import { SqliteUserStore } from './store-sqlite.js';
-import { healthStatus, tempStoreUrl } from '../../tests/support/services.js';
+import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 
 const temp = tempStoreUrl('directory-service-');
 let server: RunningDirectory;
 let client: DirectoryClient;
 
 before(async () => {
-  server = await startDirectory({ storeUrl: temp.storeUrl, port: 0 });
-  client = new DirectoryClient(`127.0.0.1:${server.port}`, insecure(), CLIENT_OPTIONS);
+  server = await startDirectory({ storeUrl: temp.storeUrl, port: 0, auth: TEST_AUTH });
+  client = grpcClient(DirectoryClient, `127.0.0.1:${server.port}`, TEST_AUTH);
 });
 
 after(async () => {
@@ -58,6 +58,27 @@ const assignNode = (email: string, uid: number, node: string) => assignNodeReply
 test('health check answers SERVING for the server and the Directory service', async () => {
   assert.equal(await healthStatus(server.port, ''), 'SERVING');
   assert.equal(await healthStatus(server.port, 'tokenserver.directory.v1.Directory'), 'SERVING');
+});
+
+test('without the internal secret, or with a wrong one, every call is UNAUTHENTICATED and changes nothing', async () => {
+  const email = freshEmail();
+  const before = await login(email, { generation: 5 });
+  for (const { name, auth } of WRONG_AUTHS) {
+    const stranger = grpcClient(DirectoryClient, `127.0.0.1:${server.port}`, auth);
+    try {
+      // A huge generation would lock the user out for good.
+      const lockOut: LoginRequest = { service: 'sync', email, clientState: '', allowNewUsers: true, generation: Number.MAX_SAFE_INTEGER };
+      await assert.rejects(call(stranger, stranger.login, lockOut, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.login, { ...lockOut, email: freshEmail() }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.getUser, { service: 'sync', email }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.unassignNode, { service: 'sync', node: before.node }, opts), UNAUTHENTICATED, name);
+    } finally {
+      stranger.close();
+    }
+  }
+  assert.deepEqual(await getUser(email), before);
+  // The same call with the secret works.
+  assert.equal((await login(email, { generation: 6 })).generation, 6);
 });
 
 test('one user history through gRPC, with the protocol error classes coming back', async () => {
