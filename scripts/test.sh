@@ -29,3 +29,14 @@ fi
 # ---- end MongoDB suites ----
 
 node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${files[@]}"
+
+# ---- outside clients (Python) ----
+# A full run (no file arguments) ends with the Python suite against the embedded
+# stack (scripts/python-tests.sh); the node run above already stopped the script
+# if it failed, so the exit status fails when either does. SKIP_PYTHON_TESTS=1 opts out.
+if [ "$#" -eq 0 ] && [ -z "${SKIP_PYTHON_TESTS:-}" ]; then
+  bash scripts/python-tests.sh
+elif [ "$#" -eq 0 ]; then
+  echo "test.sh: SKIP_PYTHON_TESTS is set; the Python outside-clients suite did not run" >&2
+fi
+# ---- end outside clients ----

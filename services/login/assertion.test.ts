@@ -12,10 +12,12 @@ import {
   importVerifyKey,
   LruCache,
   parseAuthorization,
+  padRsaSignature,
   parseGeneration,
   userPublicKey,
   type AssertionVerifier,
 } from './assertion.js';
+import { KeyObject, sign } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
 import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../../lib/idp.js';
 
@@ -176,6 +178,14 @@ describe('userPublicKey', () => {
   });
 });
 
+describe('padRsaSignature', () => {
+  test('left-pads a short signature with zero bytes to the modulus length; leaves others as they are', () => {
+    assert.deepEqual(padRsaSignature(Buffer.from([1, 2]), 4), Buffer.from([0, 0, 1, 2]));
+    assert.deepEqual(padRsaSignature(Buffer.from([1, 2, 3, 4]), 4), Buffer.from([1, 2, 3, 4]));
+    assert.deepEqual(padRsaSignature(Buffer.from([1, 2, 3, 4, 5]), 4), Buffer.from([1, 2, 3, 4, 5]), 'too long stays too long (and fails)');
+  });
+});
+
 describe('certificateClaims', () => {
   const good = { iss: 'idp.example', iat: 1000, exp: 2000, principal: { email: 'a@b.example' }, 'public-key': { kty: 'OKP', crv: 'Ed25519', x: 'A'.repeat(43) } };
   test('accepts well-typed claims; iat optional; generation passed through as sent', () => {
@@ -315,6 +325,24 @@ describe('createAssertionVerifier', () => {
   test('legacy BrowserID RS public-key form verifies', async () => {
     const h = await header({ user: rsUser, publicKey: legacyRsaPublicKey(rsUser.publicJwk) });
     assert.equal((await verifier.verify(h, NOW)).email, 'alice@example.com');
+  });
+
+  test('RS256 signatures one byte short (leading zero dropped, as PyBrowserID writes them) verify', async () => {
+    // RSASSA-PKCS1-v1_5 is deterministic: vary a claim until the signature's first byte is 0x00
+    // (about 1 in 256), then drop that byte as an integer-to-bytes encoder does.
+    const shortJws = (key: KeyPair, payload: (i: number) => Record<string, unknown>) => {
+      const privateKey = KeyObject.from(key.privateKey);
+      for (let i = 0; i < 10_000; i++) {
+        const input = `${b64({ alg: 'RS256' })}.${b64(payload(i))}`;
+        const signature = sign('sha256', Buffer.from(input), privateKey);
+        if (signature[0] === 0) return `${input}.${signature.subarray(1).toString('base64url')}`;
+      }
+      throw new Error('no signature with a leading zero byte in 10 000 tries');
+    };
+    const cert = shortJws(rsIssuer, (i) => ({ iss: 'rs.example', exp: NOW + 3_600_000 + i, principal: { email: 'short@example.com' }, 'public-key': rsUser.publicJwk }));
+    const assertion = shortJws(rsUser, (i) => ({ aud: AUD, exp: NOW + 60_000 + i }));
+    assert.equal(Buffer.from(cert.split('.')[2], 'base64url').length, 255);
+    assert.equal((await verifier.verify(`Assertion ${bundle(cert, assertion)}`, NOW)).email, 'short@example.com');
   });
 
   test('generation claim: returned when valid, InvalidGeneration otherwise', async () => {

@@ -317,14 +317,24 @@ const VERIFY_OPTIONS: Record<Algorithm, { digest: string | null; dsaEncoding?: '
   Ed25519: { digest: null },
 };
 
+/**
+ * An RSA signature left-padded with zero bytes to the modulus length, as
+ * OpenSSL requires (RFC 8017 §8.2.2). PyBrowserID writes signatures as plain
+ * integers, so about 1 in 256 arrives a byte short; the integer is the same.
+ */
+export function padRsaSignature(signature: Buffer, modulusBytes: number): Buffer {
+  return signature.length < modulusBytes ? Buffer.concat([Buffer.alloc(modulusBytes - signature.length), signature]) : signature;
+}
+
 /** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never rejects. */
 export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
   const { digest, dsaEncoding } = VERIFY_OPTIONS[jws.alg];
+  const signature = jws.alg === 'RS256' ? padRsaSignature(jws.signature, Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8)) : jws.signature;
   // The callback form runs in libuv's thread pool, as WebCrypto did: the event loop
   // serves other requests meanwhile, which under load beat the synchronous call.
   return new Promise((resolve) => {
     try {
-      verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, jws.signature, (err, ok) => resolve(!err && ok));
+      verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, signature, (err, ok) => resolve(!err && ok));
     } catch {
       resolve(false);
     }
