@@ -6,6 +6,7 @@ import { CompactSign, exportJWK, generateKeyPair, importJWK, type CryptoKey, typ
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers } from './config.js';
+import { ANY_DOMAIN } from './email.js';
 
 export type SigningAlg = 'RS256' | 'ES256' | 'EdDSA';
 
@@ -115,7 +116,11 @@ export interface DevAssertionOptions {
 
 export interface DevIdp {
   issuer: string;
-  /** `{issuer → [public JWK]}`, to trust this issuer (embedded stack only). */
+  /**
+   * `{issuer → its public JWK, any e-mail domain}`, to trust this issuer (embedded
+   * stack only). Any domain, because the demo and the CLI make assertions for
+   * whatever address they are given; that is why only `npm start` trusts it.
+   */
   trustedIssuers: TrustedIssuers;
   /** A fresh `cert~assertion` bundle for `email`. */
   makeAssertion(email: string, o: DevAssertionOptions): Promise<string>;
@@ -157,7 +162,7 @@ export async function loadOrCreateDevIdp(dataDir: string, opts: { generationClai
   let userKey: Promise<KeyPair> | undefined;
   return {
     issuer,
-    trustedIssuers: new Map([[issuer, [publicJwk]]]),
+    trustedIssuers: new Map([[issuer, { keys: [publicJwk], domains: [ANY_DOMAIN] }]]),
     async makeAssertion(email, o) {
       userKey ??= generateKey('ES256');
       const user = await userKey;

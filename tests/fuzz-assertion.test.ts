@@ -27,7 +27,7 @@ before(async () => {
     generateKey('EdDSA'),
   ]);
   keys = { issuer, rogue, es, rs, ed };
-  verifier = await createAssertionVerifier({ trustedIssuers: new Map([[ISSUER, [issuer.publicJwk]]]), audiences: [AUDIENCE], skewSeconds: 60, generationClaim: 'fxa-generation' });
+  verifier = await createAssertionVerifier({ trustedIssuers: new Map([[ISSUER, { keys: [issuer.publicJwk], domains: ['*'] }]]), audiences: [AUDIENCE], skewSeconds: 60, generationClaim: 'fxa-generation' });
   const cert = await signCertificate(issuer, { issuer: ISSUER, email: 'fuzz@example.com', publicKey: es.publicJwk, generation: 3 });
   valid = bundle(cert, await signAssertion(es, { audience: AUDIENCE }));
   assert.deepEqual(await verifier.verify(`Assertion ${valid}`), { email: 'fuzz@example.com', issuer: ISSUER, generation: 3 });

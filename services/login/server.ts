@@ -60,6 +60,8 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     trustedIssuers: config.trustedIssuers,
     audiences: config.audiences,
     skewSeconds: config.assertionSkew,
+    maxAssertionLifetime: config.maxAssertionLifetime,
+    maxCertificateLifetime: config.maxCertificateLifetime,
     generationClaim: config.generationClaim,
   });
   const metrics = new LoginMetrics();
