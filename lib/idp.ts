@@ -100,6 +100,15 @@ export function legacyRsaPublicKey(jwk: JsonWebKeyLike): LegacyRsaPublicKey {
 export const DEV_IDP_FILE = 'dev-idp.json';
 export const DEV_ISSUER = 'dev-idp.localhost';
 
+/** Said at start wherever the development issuer is trusted (npm start, or a TRUSTED_ISSUERS file that lists it). */
+export const DEV_IDP_WARNING =
+  `the development IdP (${DEV_ISSUER}) is TRUSTED: whoever can read its key (${DEV_IDP_FILE}) can log in as any user. ` +
+  'Never expose this to the internet; in production TRUSTED_ISSUERS lists the issuers.';
+
+export function trustsDevIdp(trusted: TrustedIssuers): boolean {
+  return trusted.has(DEV_ISSUER);
+}
+
 interface DevIdpFile {
   issuer: string;
   alg: SigningAlg;

@@ -1,13 +1,14 @@
 // The embedded stack (`npm start`): every service in one process over real
 // gRPC and HTTP on loopback, SQLite under DATA_DIR, a development IdP that is
-// trusted in this mode only, and a demo application behind the gateway.
+// trusted in this mode only (and not when TRUSTED_ISSUERS names the issuers),
+// and a demo application behind the gateway.
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { DEFAULTS, applications, gatewayConfig, loginConfig, port, str, storeUrl, type Env } from '../lib/config.js';
 import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
-import { loadOrCreateDevIdp } from '../lib/idp.js';
+import { loadOrCreateDevIdp, trustsDevIdp } from '../lib/idp.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin } from '../services/login/server.js';
@@ -22,6 +23,8 @@ export interface Stack {
   nodeAssignAddr: string;
   audience: string;
   dataDir: string;
+  /** Whether login trusts the development IdP (start.ts warns loudly when it does). */
+  devIdpTrusted: boolean;
   close(): Promise<void>;
 }
 
@@ -41,7 +44,8 @@ export async function startStack(env: Env): Promise<Stack> {
   mkdirSync(dataDir, { recursive: true });
   const host = str(env, 'BIND_HOST', DEFAULTS.BIND_HOST);
   const masterSecrets = env.MASTER_SECRETS?.trim() ? undefined : loadOrCreateSecrets(dataDir);
-  const devIdp = await loadOrCreateDevIdp(dataDir);
+  // An operator who sets TRUSTED_ISSUERS means exactly those issuers.
+  const devIdp = env.TRUSTED_ISSUERS?.trim() ? null : await loadOrCreateDevIdp(dataDir);
   const store = storeUrl({ ...env, DATA_DIR: dataDir });
   const apps = applications(env);
   const closers: Array<() => Promise<void>> = [];
@@ -76,7 +80,7 @@ export async function startStack(env: Env): Promise<Stack> {
     // The audience is the login URL a client talks to; with LOGIN_PORT=0 it is known once bound.
     let lgConfig = loginConfig(loginEnv, {
       masterSecrets,
-      trustedIssuers: devIdp.trustedIssuers,
+      trustedIssuers: devIdp?.trustedIssuers,
       audiences: [`http://${displayHost(host)}:${loginPort}`],
     });
     let login = await startLogin(lgConfig);
@@ -97,6 +101,7 @@ export async function startStack(env: Env): Promise<Stack> {
       nodeAssignAddr,
       audience: lgConfig.audiences[0],
       dataDir,
+      devIdpTrusted: trustsDevIdp(lgConfig.trustedIssuers),
       close,
     };
   } catch (e) {

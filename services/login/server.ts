@@ -11,6 +11,7 @@ import { NotFound } from '../../lib/errors.js';
 import { watchLoopDelay } from '../../lib/load.js';
 import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
+import { DEV_IDP_WARNING, trustsDevIdp } from '../../lib/idp.js';
 import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
 import { metricsEndpoint } from './actions/metrics.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
@@ -64,6 +65,7 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     maxCertificateLifetime: config.maxCertificateLifetime,
     generationClaim: config.generationClaim,
   });
+  if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
   const metrics = new LoginMetrics();
   const backends = connectBackends(config, metrics);
   const loopDelay = watchLoopDelay();
