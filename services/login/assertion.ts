@@ -54,11 +54,12 @@ export function parseAuthorization(header: string | undefined): { scheme: string
   if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${SCHEMES.join(' or ')}`);
   if (credentials === '') throw new Unauthorized('missing assertion');
   if (credentials.length > MAX_CREDENTIALS_LENGTH) throw new InvalidCredentials('assertion too large');
-  const parts = credentials.split('~');
-  if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
+  // indexOf rather than split: 16 KB of "~" would make 16 K strings.
+  const tilde = credentials.indexOf('~');
+  if (tilde <= 0 || tilde === credentials.length - 1 || credentials.includes('~', tilde + 1)) {
     throw new InvalidCredentials('expected <certificate>~<assertion>');
   }
-  return { scheme, certificate: parts[0], assertion: parts[1] };
+  return { scheme, certificate: credentials.slice(0, tilde), assertion: credentials.slice(tilde + 1) };
 }
 
 /** Strict base64url without padding; null when it is not. */
