@@ -37,7 +37,7 @@ export interface LoginFixture {
 export async function loginFixture(dir: string, users: number, assertionsPerUser = 2, emailPrefix = 'bench'): Promise<LoginFixture> {
   const issuer = await generateKey('ES256');
   const trustedFile = path.join(dir, 'trusted-issuers.json');
-  writeFileSync(trustedFile, JSON.stringify({ [ISSUER]: { keys: [issuer.publicJwk] } }));
+  writeFileSync(trustedFile, JSON.stringify({ [ISSUER]: { keys: [issuer.publicJwk], domains: ['users.bench.example'] } }));
   const emails = Array.from({ length: users }, (_, i) => `${emailPrefix}${i}@users.bench.example`);
   const perUser = await Promise.all(
     emails.map(async (email) => {
@@ -62,6 +62,8 @@ export async function loginFixture(dir: string, users: number, assertionsPerUser
       APPLICATIONS: `${APP}/${VERSION}`,
       AUDIENCES: AUDIENCE,
       TRUSTED_ISSUERS: trustedFile,
+      // The fixture's assertions are made once and replayed for the whole run.
+      MAX_ASSERTION_LIFETIME: String(TTL_SECONDS),
       MASTER_SECRETS: randomBytes(32).toString('hex'),
     },
     requestsFile,

@@ -219,7 +219,7 @@ export const COMMANDS: CommandSpec[] = [
     options: {
       audience: { type: 'string', value: 'A', description: 'the "aud" claim (default: first of AUDIENCES)' },
       generation: { type: 'string', value: 'N', description: 'generation number in the certificate' },
-      ttl: { type: 'string', value: 'SECONDS', description: 'lifetime of certificate and assertion (default 600)' },
+      ttl: { type: 'string', value: 'SECONDS', description: 'lifetime of certificate and assertion (default 600; login refuses assertions beyond its MAX_ASSERTION_LIFETIME, default 600)' },
       'data-dir': DATA_DIR,
     },
     needs: [],

@@ -120,7 +120,8 @@ async function nodesRemove(b: Backends, cmd: Extract<Command, { kind: 'nodes rem
 async function devInit(dataDir: string, trustedIssuersFile: string) {
   const { loadOrCreateDevIdp, DEV_IDP_FILE } = await import('../lib/idp.js');
   const idp = await loadOrCreateDevIdp(dataDir);
-  const doc = Object.fromEntries([...idp.trustedIssuers].map(([issuer, keys]) => [issuer, { keys }]));
+  // `{"<issuer>": {"keys": […], "domains": ["*"]}}`: the development issuer may certify any address.
+  const doc = Object.fromEntries(idp.trustedIssuers);
   await mkdir(path.dirname(trustedIssuersFile), { recursive: true });
   // Write then rename, so a login starting meanwhile never reads half a file.
   const tmp = `${trustedIssuersFile}.${process.pid}.tmp`;

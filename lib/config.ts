@@ -3,6 +3,7 @@
 // with a ConfigError that names the variable.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { ANY_DOMAIN, normalizeDomain } from './email.js';
 import { ConfigError } from './errors.js';
 
 export type Env = Record<string, string | undefined>;
@@ -22,6 +23,9 @@ export const DEFAULTS = {
   BIND_HOST: '127.0.0.1',
   /** Allowed clock skew for assertions, seconds. */
   ASSERTION_SKEW: 60,
+  /** How far beyond now an assertion's / a certificate's `exp` may lie (plus the skew), seconds. */
+  MAX_ASSERTION_LIFETIME: 600,
+  MAX_CERTIFICATE_LIFETIME: 86_400,
   /** Certificate claim carrying the generation number. */
   GENERATION_CLAIM: 'fxa-generation',
   /** Deadline of each gRPC call from login, milliseconds. */
@@ -280,12 +284,49 @@ export interface JsonWebKeyLike {
   kty: string;
   [k: string]: unknown;
 }
-export type TrustedIssuers = Map<string, JsonWebKeyLike[]>;
+export interface TrustedIssuer {
+  keys: JsonWebKeyLike[];
+  /** E-mail domains it may certify, normalised (lib/email.ts); `*` for any. */
+  domains: string[];
+}
+export type TrustedIssuers = Map<string, TrustedIssuer>;
 
-/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …]}}`. */
+/**
+ * The domain an issuer certifies when its entry lists none: its host name
+ * (`idp.example` for `idp.example`, `https://idp.example/` or `idp.example:8443`);
+ * null when the issuer name is not a host name or a URL.
+ */
+export function issuerHostName(issuer: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(issuer.includes('://') ? issuer : `https://${issuer}`);
+  } catch {
+    return null;
+  }
+  // A bare name must be exactly a host (and port): "idp.example/x" is not one.
+  if (!issuer.includes('://') && u.host !== issuer.toLowerCase()) return null;
+  return u.hostname === '' ? null : normalizeDomain(u.hostname);
+}
+
+function issuerDomains(issuer: string, raw: unknown, variable: string): string[] {
+  if (raw === undefined) {
+    const host = issuerHostName(issuer);
+    if (!host) throw new ConfigError(variable, `issuer ${issuer}: not a host name, so "domains" must list what it may certify`);
+    return [host];
+  }
+  if (!Array.isArray(raw) || raw.length === 0) throw new ConfigError(variable, `issuer ${issuer}: "domains" must be a non-empty array (["*"] for any domain)`);
+  return raw.map((d) => {
+    if (typeof d !== 'string' || d === '' || d.length > 255 || /[\s@]/.test(d) || (d.includes('*') && d !== ANY_DOMAIN)) {
+      throw new ConfigError(variable, `issuer ${issuer}: every domain must be a domain name or "*" (subdomains are not matched: list each), got ${JSON.stringify(d)}`);
+    }
+    return normalizeDomain(d);
+  });
+}
+
+/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …], "domains": ["corp.example", …]}}`. */
 export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'): TrustedIssuers {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …]}}');
+    throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …], "domains": ["<e-mail domain>", …]}}');
   }
   const out: TrustedIssuers = new Map();
   for (const [issuer, entry] of Object.entries(doc)) {
@@ -296,7 +337,7 @@ export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'):
         throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty"`);
       }
     }
-    out.set(issuer, keys as JsonWebKeyLike[]);
+    out.set(issuer, { keys: keys as JsonWebKeyLike[], domains: issuerDomains(issuer, (entry as { domains?: unknown }).domains, variable) });
   }
   return out;
 }
@@ -374,6 +415,8 @@ export interface LoginConfig {
   /** How login authenticates to directory and nodeassign. */
   auth: GrpcAuth;
   assertionSkew: number;
+  maxAssertionLifetime: number;
+  maxCertificateLifetime: number;
   generationClaim: string;
   grpcDeadlineMs: number;
   retryAfter: number;
@@ -385,7 +428,9 @@ export interface LoginConfig {
 
 /**
  * `overrides` lets the embedded stack supply what it generates (secrets, the
- * development issuer) where the environment leaves them unset.
+ * development issuer) where the environment leaves them unset. A
+ * TRUSTED_ISSUERS file replaces the development issuer rather than joining it:
+ * an operator who lists issuers means exactly those.
  */
 export function loginConfig(
   env: Env,
@@ -396,7 +441,6 @@ export function loginConfig(
   let trustedIssuers: TrustedIssuers;
   if (env.TRUSTED_ISSUERS?.trim()) {
     trustedIssuers = trustedIssuersFile(env);
-    for (const [iss, keys] of overrides.trustedIssuers ?? []) if (!trustedIssuers.has(iss)) trustedIssuers.set(iss, keys);
   } else if (overrides.trustedIssuers) {
     trustedIssuers = overrides.trustedIssuers;
   } else {
@@ -415,6 +459,8 @@ export function loginConfig(
     nodeAssignAddr: address(env, 'NODEASSIGN_ADDR', DEFAULTS.NODEASSIGN_ADDR),
     auth: grpcAuth(env, overrides.internalSecret),
     assertionSkew: int(env, 'ASSERTION_SKEW', DEFAULTS.ASSERTION_SKEW, 0, 3600),
+    maxAssertionLifetime: int(env, 'MAX_ASSERTION_LIFETIME', DEFAULTS.MAX_ASSERTION_LIFETIME, 1, 86_400 * 365),
+    maxCertificateLifetime: int(env, 'MAX_CERTIFICATE_LIFETIME', DEFAULTS.MAX_CERTIFICATE_LIFETIME, 1, 86_400 * 365),
     generationClaim: str(env, 'GENERATION_CLAIM', DEFAULTS.GENERATION_CLAIM),
     grpcDeadlineMs: int(env, 'GRPC_DEADLINE_MS', DEFAULTS.GRPC_DEADLINE_MS, 50, 60_000),
     retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),

@@ -1,6 +1,7 @@
 // The embedded stack (`npm start`): every service in one process over real
 // gRPC and HTTP on loopback, SQLite under DATA_DIR, a development IdP that is
-// trusted in this mode only, and a demo application behind the gateway.
+// trusted in this mode only (and not when TRUSTED_ISSUERS names the issuers),
+// and a demo application behind the gateway.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { DEFAULTS, MIN_MASTER_SECRET_LENGTH, applications, clientStateChangesPerDay, gatewayConfig, grpcAuth, loginConfig, port, str, storeUrl, type Env, type GrpcAuth } from '../lib/config.js';
@@ -8,7 +9,7 @@ import { loadOrCreateDevSecrets } from '../lib/dev-secrets.js';
 import { call, grpcClient } from '../lib/grpc.js';
 import { logger } from '../lib/log.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
-import { loadOrCreateDevIdp } from '../lib/idp.js';
+import { loadOrCreateDevIdp, trustsDevIdp } from '../lib/idp.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin } from '../services/login/server.js';
@@ -23,6 +24,8 @@ export interface Stack {
   nodeAssignAddr: string;
   audience: string;
   dataDir: string;
+  /** Whether login trusts the development IdP (start.ts warns loudly when it does). */
+  devIdpTrusted: boolean;
   close(): Promise<void>;
 }
 
@@ -39,7 +42,8 @@ export async function startStack(env: Env): Promise<Stack> {
   }
   const masterSecrets = dev.masterSecrets;
   const auth = grpcAuth(env, dev.internalSecret);
-  const devIdp = await loadOrCreateDevIdp(dataDir);
+  // An operator who sets TRUSTED_ISSUERS means exactly those issuers.
+  const devIdp = env.TRUSTED_ISSUERS?.trim() ? null : await loadOrCreateDevIdp(dataDir);
   const store = storeUrl({ ...env, DATA_DIR: dataDir });
   const apps = applications(env);
   const closers: Array<() => Promise<void>> = [];
@@ -81,7 +85,7 @@ export async function startStack(env: Env): Promise<Stack> {
     let lgConfig = loginConfig(loginEnv, {
       masterSecrets,
       internalSecret: dev.internalSecret,
-      trustedIssuers: devIdp.trustedIssuers,
+      trustedIssuers: devIdp?.trustedIssuers,
       audiences: [`http://${displayHost(host)}:${loginPort}`],
     });
     let login = await startLogin(lgConfig);
@@ -102,6 +106,7 @@ export async function startStack(env: Env): Promise<Stack> {
       nodeAssignAddr,
       audience: lgConfig.audiences[0],
       dataDir,
+      devIdpTrusted: trustsDevIdp(lgConfig.trustedIssuers),
       close,
     };
   } catch (e) {

@@ -5,6 +5,9 @@
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { loginConfig, type Env } from '../lib/config.js';
 import { call, grpcClient } from '../lib/grpc.js';
 import { newSecret, TEST_AUTH } from './support/services.js';
@@ -14,18 +17,22 @@ import { derivedSecret, nodeSecrets, parseToken } from '../lib/token.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin, type RunningLogin } from '../services/login/server.js';
-import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
+import { forgeExponentOneJws, httpRequest, signUnencodedJws, type HttpResponse } from '../services/login/testkit.js';
 
 const AUDIENCE = 'https://token.test.example';
 const MASTER_SECRETS = [newSecret(), newSecret()];
 const NODES = { sync: 'https://sync-1.test.example', notes: 'https://notes-1.test.example' };
 const RS_ISSUER = 'rs.idp.example';
 const ES_ISSUER = 'es.idp.example';
+/** A second IdP, trusted for its own domain only. */
+const OTHER_ISSUER = 'other.idp.example';
+const OTHER_DOMAIN = 'other.example';
 const DEADLINE_MS = 500;
 
 interface Keys {
   rsIssuer: KeyPair;
   esIssuer: KeyPair;
+  otherIssuer: KeyPair;
   rogue: KeyPair;
   esUser: KeyPair;
   rsUser: KeyPair;
@@ -34,14 +41,15 @@ interface Keys {
 let keysOnce: Promise<Keys> | undefined;
 function keys(): Promise<Keys> {
   keysOnce ??= (async () => {
-    const [rsIssuer, esIssuer, rogue, esUser, rsUser] = await Promise.all([
+    const [rsIssuer, esIssuer, otherIssuer, rogue, esUser, rsUser] = await Promise.all([
       generateKey('RS256'),
+      generateKey('ES256'),
       generateKey('ES256'),
       generateKey('ES256'),
       generateKey('ES256'),
       generateKey('RS256'),
     ]);
-    return { rsIssuer, esIssuer, rogue, esUser, rsUser };
+    return { rsIssuer, esIssuer, otherIssuer, rogue, esUser, rsUser };
   })();
   return keysOnce;
 }
@@ -50,7 +58,7 @@ const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringi
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface AuthOptions {
-  issuer?: typeof RS_ISSUER | typeof ES_ISSUER | string;
+  issuer?: typeof RS_ISSUER | typeof ES_ISSUER | typeof OTHER_ISSUER | string;
   issuerKey?: KeyPair;
   user?: KeyPair;
   publicKey?: unknown;
@@ -129,8 +137,10 @@ export class System {
       },
       {
         trustedIssuers: new Map([
-          [RS_ISSUER, [this.keys.rsIssuer.publicJwk]],
-          [ES_ISSUER, [this.keys.esIssuer.publicJwk]],
+          [RS_ISSUER, { keys: [this.keys.rsIssuer.publicJwk], domains: ['example.com'] }],
+          // The default issuer also certifies the domains of the fxa_uid test (the FxA domain and two others).
+          [ES_ISSUER, { keys: [this.keys.esIssuer.publicJwk], domains: ['example.com', 'api.accounts.firefox.com', 'x.example', 'y.example'] }],
+          [OTHER_ISSUER, { keys: [this.keys.otherIssuer.publicJwk], domains: [OTHER_DOMAIN] }],
         ]),
       },
     );
@@ -152,7 +162,7 @@ export class System {
   /** An Authorization header value for `email`, valid unless the options spoil it. */
   async auth(email: string, o: AuthOptions = {}): Promise<string> {
     const issuer = o.issuer ?? ES_ISSUER;
-    const issuerKey = o.issuerKey ?? (issuer === RS_ISSUER ? this.keys.rsIssuer : this.keys.esIssuer);
+    const issuerKey = o.issuerKey ?? { [RS_ISSUER]: this.keys.rsIssuer, [OTHER_ISSUER]: this.keys.otherIssuer }[issuer] ?? this.keys.esIssuer;
     const user = o.user ?? this.keys.esUser;
     const cert = await signCertificate(issuerKey, {
       issuer,
@@ -530,6 +540,82 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       }
     });
   }, { clientStateChangesPerDay: 1000 });
+  withSystem(`login refuses forged and over-long credentials (${name})`, (it) => {
+    it('a second IdP certifying the first one’s domain: 401 invalid-credentials; its own domain passes', async (sys) => {
+      const email = sys.newEmail();
+      const first = await sys.token(email);
+      assert.equal(first.status, 200, first.text);
+      assert401(await sys.token(email, {}, { issuer: OTHER_ISSUER }), 'invalid-credentials', 'other IdP, example.com user');
+      assert401(await sys.token(email.toUpperCase(), {}, { issuer: OTHER_ISSUER }), 'invalid-credentials', 'other IdP, upper-case domain');
+      const own = await sys.token(`someone@${OTHER_DOMAIN}`, {}, { issuer: OTHER_ISSUER });
+      assert.equal(own.status, 200, own.text);
+      assert.notEqual(own.json.uid, first.json.uid);
+    });
+
+    it('TRUSTED_ISSUERS without "domains": the issuer certifies its own host name only', async (sys) => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'login-issuers-'));
+      try {
+        const file = path.join(dir, 'trusted-issuers.json');
+        writeFileSync(file, JSON.stringify({ [OTHER_DOMAIN]: { keys: [sys.keys.otherIssuer.publicJwk] } }));
+        const login = await sys.startLogin({ TRUSTED_ISSUERS: file });
+        const token = async (email: string) => sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(email, { issuer: OTHER_DOMAIN, issuerKey: sys.keys.otherIssuer }) }, { login });
+        assert.equal((await token(`own@${OTHER_DOMAIN}`)).status, 200);
+        assert401(await token(sys.newEmail()), 'invalid-credentials', 'another domain');
+        assert401(await token(`sub@eu.${OTHER_DOMAIN}`), 'invalid-credentials', 'a subdomain');
+        // The file replaces the suite's issuers: the first IdP is no longer trusted by this login.
+        assert401(await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail()) }, { login }), 'invalid-credentials', 'issuer not in the file');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('an RSA user key with e = 1, in JWK and legacy form, and a forged assertion: 401 invalid-credentials', async (sys) => {
+      const n = sys.keys.rsUser.publicJwk.n as string;
+      const assertion = forgeExponentOneJws({ aud: AUDIENCE, exp: Date.now() + 60_000 }, n);
+      for (const publicKey of [{ kty: 'RSA', n, e: 'AQ' }, legacyRsaPublicKey({ kty: 'RSA', n, e: 'AQ' })]) {
+        const cert = await signCertificate(sys.keys.esIssuer, { issuer: ES_ISSUER, email: sys.newEmail(), publicKey: publicKey as KeyPair['publicJwk'] });
+        assert401(await sys.get('/1.0/sync/1.5', { Authorization: `Assertion ${bundle(cert, assertion)}` }), 'invalid-credentials', JSON.stringify(publicKey).slice(0, 30));
+      }
+    });
+
+    it('an assertion or certificate expiring in 2100: 401 invalid-timestamp', async (sys) => {
+      const in2100 = Date.UTC(2100, 0, 1);
+      assert401(await sys.token(sys.newEmail(), {}, { expMs: in2100 }), 'invalid-timestamp', 'assertion');
+      assert401(await sys.token(sys.newEmail(), {}, { certExpMs: in2100 }), 'invalid-timestamp', 'certificate');
+      const limits = { expMs: Date.now() + 590_000, certExpMs: Date.now() + 86_390_000 };
+      assert.equal((await sys.token(sys.newEmail(), {}, limits)).status, 200, 'just within both limits');
+      const strict = await sys.startLogin({ MAX_ASSERTION_LIFETIME: '30', MAX_CERTIFICATE_LIFETIME: '600' });
+      const refused = async (o: AuthOptions) => sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail(), o) }, { login: strict });
+      assert401(await refused({ expMs: Date.now() + 120_000, certExpMs: Date.now() + 300_000 }), 'invalid-timestamp', 'MAX_ASSERTION_LIFETIME=30');
+      assert401(await refused({ expMs: Date.now() + 20_000, certExpMs: Date.now() + 3_600_000 }), 'invalid-timestamp', 'MAX_CERTIFICATE_LIFETIME=600');
+    });
+
+    it('an assertion signed with b64: false: 401 invalid-credentials', async (sys) => {
+      const cert = (await sys.auth(sys.newEmail())).slice('Assertion '.length).split('~')[0];
+      const unencoded = await signUnencodedJws(sys.keys.esUser, { aud: AUDIENCE, exp: Date.now() + 60_000 });
+      assert401(await sys.get('/1.0/sync/1.5', { Authorization: `Assertion ${bundle(cert, unencoded)}` }), 'invalid-credentials');
+    });
+
+    it('15 KB of blanks between scheme and credentials: 401 "error", and the server still serves', async (sys) => {
+      // Its cost is measured by `npm run bench -- --only parse` (no timing in tests); that the length is checked
+      // before any parsing is tested in services/login/assertion.test.ts.
+      const header = `Assertion${' '.repeat(15_000)}x y`;
+      for (let i = 0; i < 10; i++) assert401(await sys.get('/1.0/sync/1.5', { Authorization: header }), 'error', 'blanks');
+      assert.equal((await sys.token(sys.newEmail())).status, 200);
+    });
+
+    it('e-mails are normalised: domain case and NFC/NFD spellings are one user', async (sys) => {
+      const n = sys.newEmail().split('@')[0];
+      const lower = await sys.token(`Alice-${n}@example.com`);
+      assert.equal(lower.status, 200, lower.text);
+      assert.equal((await sys.token(`Alice-${n}@EXAMPLE.com`)).json.uid, lower.json.uid, 'domain case');
+      assert.notEqual((await sys.token(`alice-${n}@example.com`)).json.uid, lower.json.uid, 'the local part keeps its case');
+      const nfc = await sys.token(`Jos\u00e9-${n}@example.com`);
+      assert.equal(nfc.status, 200, nfc.text);
+      assert.equal((await sys.token(`Jose\u0301-${n}@example.com`)).json.uid, nfc.json.uid, 'NFD local part');
+      assert.equal((await sys.token(`Jose\u0301-${n}@Example.COM`)).json.uid, nfc.json.uid, 'NFD and domain case');
+    });
+  });
 
   withSystem(`login with a backend down (${name})`, (it) => {
     async function until200(sys: System, what: string): Promise<void> {

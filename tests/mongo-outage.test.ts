@@ -89,7 +89,7 @@ test('MongoDB outage: 503 with Retry-After while the database is down, logins ag
           GRPC_DEADLINE_MS: '4000',
           RETRY_AFTER,
         },
-        { trustedIssuers: new Map([[ISSUER, [issuerKey.publicJwk]]]) },
+        { trustedIssuers: new Map([[ISSUER, { keys: [issuerKey.publicJwk], domains: ['example.com'] }]]) },
       ),
     );
     cleanups.push(login.close);

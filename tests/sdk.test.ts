@@ -41,7 +41,7 @@ before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'sdk-test-'));
   issuerKey = await generateKey('ES256');
   const trusted = path.join(dir, 'trusted-issuers.json');
-  writeFileSync(trusted, JSON.stringify({ [ISSUER]: { keys: [issuerKey.publicJwk] } }));
+  writeFileSync(trusted, JSON.stringify({ [ISSUER]: { keys: [issuerKey.publicJwk], domains: ['example.com'] } }));
   env = {
     DATA_DIR: dir,
     APPLICATIONS: 'sync/1.5',
