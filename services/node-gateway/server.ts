@@ -5,6 +5,7 @@
 // and its metrics (/metrics).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
 import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
 import { flatLogger, logger } from '../../lib/log.js';
@@ -12,7 +13,7 @@ import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.j
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
 import { authenticate, checkPayloadHash, guardedNode, tokenCache } from './auth.js';
-import { forward, hasBody, probe, upstream, upstreamRequestHeaders } from './forward.js';
+import { clientFraming, forward, probe, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
 import { NonceCache } from './nonces.js';
 import { sendError, sendJson } from './respond.js';
 
@@ -94,6 +95,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange): Promise<void> {
     const method = req.method ?? 'GET';
     const target = req.url ?? '/';
+    const framing = clientFraming(req.rawHeaders, req.httpVersion);
     const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
       skewSeconds: config.hawkSkew,
       nonces,
@@ -107,17 +109,19 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       body = await readBody(req, config.hashBodyLimit);
       checkPayloadHash(body, req.headers['content-type'], caller.hawk.hash);
     }
-    const bodyless = body === undefined && !hasBody(req);
+    // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
+    const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
     const headers = upstreamRequestHeaders(req.rawHeaders, {
       uid: caller.uid,
       node: caller.node,
       clientAddress: req.socket.remoteAddress ?? '',
       publicUrl,
-      bodyLength: body?.length ?? (bodyless && !BODYLESS_METHODS.has(method) ? 0 : undefined),
+      framing: sent,
+      explicitEmpty: !BODYLESS_METHODS.has(method),
       requestId: exchange.requestId,
     });
     exchange.upstreamStarted = performance.now();
-    await forward({ req, res }, app, { method, target, headers, body, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] });
+    await forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] });
   }
 
   /** Once the response is over (or the client gone): the access line and the metrics. */
@@ -194,6 +198,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     requestTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   });
+  // What node's parser refuses (conflicting framing among others) gets the same JSON 400 as login's.
+  answerClientErrors(server, log);
   server.on('request', (req, res) => handle(req, res));
   server.on('checkContinue', (req, res) => handle(req, res, true));
 
