@@ -1,4 +1,4 @@
-// Request smuggling through the gateway (issue #13, item 1), over raw sockets:
+// Request smuggling through the gateway (issue #13, items 1 and 2), over raw sockets:
 // a real gateway in front of a real node:http application that records every
 // request it parses. Whatever bytes a client sends, the application must parse
 // exactly the requests the client was authorised for, each with one framing header.
@@ -176,6 +176,36 @@ describe('ambiguous framing is refused before anything is forwarded', () => {
     test(name, async () => {
       const s = await setup();
       const statuses = await exchange(s.gateway.port, bytes);
+      await s.settle();
+      assert.deepEqual(statuses, [400]);
+      assert.deepEqual(s.parsed, []);
+    });
+  }
+});
+
+describe('client headers that resemble the gateway\'s (item 2)', () => {
+  const path = `/1.5/${ATTACKER}/storage/h`;
+  const head = (): string => `GET ${path} HTTP/1.1\r\nAuthorization: ${authorization('GET', path)}\r\n`;
+
+  test('names with "_" and identity or address claims never reach the application', async () => {
+    const s = await setup();
+    const claims = ['X_Authenticated_Uid', 'x-authenticated_uid', 'X_Forwarded_For', 'X-Real-IP', 'True-Client-IP', 'X-Client-IP', 'CF-Connecting-IP', 'X-Original-URL', 'X-Rewrite-URL', 'X-HTTP-Method-Override'];
+    const statuses = await exchange(s.gateway.port, `${head()}Host: h\r\n${claims.map((c) => `${c}: /1.5/${VICTIM}/storage`).join('\r\n')}\r\nX-Kept: yes\r\nConnection: close\r\n\r\n`);
+    await s.settle();
+    assert.deepEqual(statuses, [200]);
+    assert.equal(s.parsed.length, 1);
+    const names = s.parsed[0].rawHeaders.filter((_, i) => i % 2 === 0);
+    assert.deepEqual(names.filter((n) => n.includes('_') || claims.some((c) => c.toLowerCase() === n.toLowerCase())), []);
+    assert.ok(!s.parsed[0].rawHeaders.some((v) => v.includes(`/${VICTIM}/`)));
+    assert.equal(s.parsed[0].uid, String(ATTACKER));
+    assert.ok(names.includes('X-Kept'));
+  });
+
+  for (const [name, value] of [['Host', 'h'], ['Content-Type', 'text/plain'], ['Content-Length', '0'], ['Authorization', 'Hawk id="x"']]) {
+    test(`a repeated ${name} is 400`, async () => {
+      const s = await setup();
+      const extra = name === 'Host' ? '' : 'Host: h\r\n';
+      const statuses = await exchange(s.gateway.port, `${head()}${extra}${name}: ${value}\r\n${name.toLowerCase()}: ${value}\r\nConnection: close\r\n\r\n`);
       await s.settle();
       assert.deepEqual(statuses, [400]);
       assert.deepEqual(s.parsed, []);

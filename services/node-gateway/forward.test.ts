@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { BadRequest } from '../../lib/errors.js';
-import { clientFraming, clientResponseHeaders, openUpstream, upstream, upstreamRequestHeaders } from './forward.js';
+import { clientFraming, clientResponseHeaders, isClientClaim, openUpstream, refuseRepeatedSingletons, upstream, upstreamRequestHeaders } from './forward.js';
 
 const who = { uid: 7, node: 'https://n.example', clientAddress: '::1', publicUrl: new URL('https://n.example'), framing: { kind: 'none' as const } };
 
@@ -31,6 +31,26 @@ test('a client\'s Connection header removes hop-by-hop headers, never framing, H
   const names = out.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
   for (const kept of ['host', 'content-length', 'x-keep', 'x-request-id', 'x-authenticated-uid']) assert.equal(names.filter((n) => n === kept).length, 1, kept);
   for (const gone of ['connection', 'x-hop']) assert.ok(!names.includes(gone), gone);
+});
+
+test('client claims: any name with "_", identity, address and routing headers', () => {
+  for (const name of ['x_authenticated_uid', 'x-authenticated_uid', '_', 'content_type', 'x-real-ip', 'true-client-ip', 'x-client-ip', 'client-ip',
+    'x-cluster-client-ip', 'cf-connecting-ip', 'cf-connecting-ipv6', 'fastly-client-ip', 'akamai-client-ip', 'x-originating-ip', 'x-original-forwarded-for',
+    'x-proxyuser-ip', 'x-remote-ip', 'x-remote-addr', 'x-remote-user', 'remote-addr', 'remote-user', 'x-original-url', 'x-original-uri', 'x-original-host',
+    'x-original-method', 'x-rewrite-url', 'x-http-method', 'x-http-method-override', 'x-method-override']) {
+    assert.equal(isClientClaim(name), true, name);
+  }
+  for (const name of ['content-type', 'x-if-unmodified-since', 'x-weave-records', 'x-real-ipx', 'user-agent', 'x-client-state']) assert.equal(isClientClaim(name), false, name);
+  const out = upstreamRequestHeaders(['X_Authenticated_Uid', '2', 'X-Real-IP', '1.2.3.4', 'X-Keep', 'k'], who);
+  assert.deepEqual(out.slice(0, 2), ['X-Keep', 'k']);
+  assert.ok(!out.includes('2') && !out.includes('1.2.3.4'));
+});
+
+test('refuseRepeatedSingletons: Host, Content-Type, Content-Length, Authorization at most once', () => {
+  refuseRepeatedSingletons(['Host', 'h', 'Content-Type', 'a', 'Accept', 'x', 'Accept', 'y', 'Authorization', 'z']);
+  for (const name of ['Host', 'content-type', 'Content-Length', 'AUTHORIZATION']) {
+    assert.throws(() => refuseRepeatedSingletons([name, '1', 'X-Other', '', name.toLowerCase(), '1']), (e: unknown) => e instanceof BadRequest && e.field.toLowerCase() === name.toLowerCase(), name);
+  }
 });
 
 test('clientFraming: none, a length or chunked; anything ambiguous is 400', () => {

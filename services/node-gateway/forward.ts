@@ -22,10 +22,39 @@ const HOP_BY_HOP = new Set([
 /** Headers only the gateway may set towards the application; a client's copy is dropped. */
 const GATEWAY_OWNED = /^(authorization|forwarded|x-forwarded-.*|x-authenticated-.*|expect)$/;
 const REQUEST_ID = 'x-request-id';
+/**
+ * Client-supplied identity, address and routing headers that proxies and
+ * frameworks trust elsewhere (an application honouring X-Original-URL would
+ * route to a path the gateway did not check).
+ */
+const CLIENT_CLAIMS =
+  /^(x-real-ip|true-client-ip|x-client-ip|client-ip|x-cluster-client-ip|cf-connecting-ip(v6)?|fastly-client-ip|akamai-client-ip|x-originating-ip|x-original-forwarded-for|x-proxyuser-ip|x-remote-(ip|addr|user)|remote-(addr|user)|x-original-(url|uri|host|method)|x-rewrite-url|x-http-method(-override)?|x-method-override)$/;
+/** Headers a request may carry once: a second copy would let the gateway and the application read different values. */
+const SINGLETONS = new Set(['host', 'content-type', 'content-length', 'authorization']);
 /** The client's framing is never passed on: the gateway frames every forwarded body itself. */
 const FRAMING = new Set(['content-length', 'transfer-encoding']);
 /** Headers a client's `Connection` may not remove (the gateway's own are added after filtering). */
 const NOT_REMOVABLE = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/**
+ * Whether a client's header goes no further: a name with "_" (CGI/WSGI turn
+ * "X_Authenticated_Uid" into the same variable as "X-Authenticated-Uid"), or a
+ * claim about who or where the client is.
+ */
+export function isClientClaim(lowerName: string): boolean {
+  return lowerName.includes('_') || CLIENT_CLAIMS.test(lowerName);
+}
+
+/** Refuses a request that repeats a header it may carry once (400). */
+export function refuseRepeatedSingletons(rawHeaders: readonly string[]): void {
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i].toLowerCase();
+    if (!SINGLETONS.has(name)) continue;
+    if (seen.has(name)) throw new BadRequest(`the ${rawHeaders[i]} header must appear once`, { location: 'header', field: rawHeaders[i] });
+    seen.add(name);
+  }
+}
 
 /** Hop-by-hop headers plus the ones a `Connection` header names (never NOT_REMOVABLE ones). */
 function connectionScoped(rawHeaders: readonly string[]): ReadonlySet<string> {
@@ -111,7 +140,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], who: Forwa
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i].toLowerCase();
-    if (drop.has(name) || FRAMING.has(name) || GATEWAY_OWNED.test(name)) continue;
+    if (drop.has(name) || FRAMING.has(name) || GATEWAY_OWNED.test(name) || isClientClaim(name)) continue;
     if (who.requestId !== undefined && name === REQUEST_ID) continue;
     out.push(rawHeaders[i], rawHeaders[i + 1]);
   }

@@ -13,7 +13,7 @@ import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.j
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
 import { authenticate, checkPayloadHash, guardedNode, tokenCache } from './auth.js';
-import { clientFraming, forward, probe, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
+import { clientFraming, forward, probe, refuseRepeatedSingletons, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
 import { NonceCache } from './nonces.js';
 import { sendError, sendJson } from './respond.js';
 
@@ -95,6 +95,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange): Promise<void> {
     const method = req.method ?? 'GET';
     const target = req.url ?? '/';
+    refuseRepeatedSingletons(req.rawHeaders);
     const framing = clientFraming(req.rawHeaders, req.httpVersion);
     const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
       skewSeconds: config.hawkSkew,
