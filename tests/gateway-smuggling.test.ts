@@ -1,4 +1,4 @@
-// Request smuggling through the gateway (issue #13, items 1 and 2), over raw sockets:
+// Request smuggling through the gateway (issue #13, items 1 to 3), over raw sockets:
 // a real gateway in front of a real node:http application that records every
 // request it parses. Whatever bytes a client sends, the application must parse
 // exactly the requests the client was authorised for, each with one framing header.
@@ -206,6 +206,19 @@ describe('client headers that resemble the gateway\'s (item 2)', () => {
       const s = await setup();
       const extra = name === 'Host' ? '' : 'Host: h\r\n';
       const statuses = await exchange(s.gateway.port, `${head()}${extra}${name}: ${value}\r\n${name.toLowerCase()}: ${value}\r\nConnection: close\r\n\r\n`);
+      await s.settle();
+      assert.deepEqual(statuses, [400]);
+      assert.deepEqual(s.parsed, []);
+    });
+  }
+});
+
+describe('encoded traversal (item 3)', () => {
+  for (const rest of ['..%2F2/storage', '%2e%2e%2f2/storage', '%2E%2E/2/storage', '..;/2/storage', '..%5c2/storage', '..%5C..%5C1.5%5C2', 'x%00/../2']) {
+    const path = `/1.5/${ATTACKER}/${rest}`;
+    test(path, async () => {
+      const s = await setup();
+      const statuses = await exchange(s.gateway.port, `GET ${path} HTTP/1.1\r\nHost: h\r\nAuthorization: ${authorization('GET', path)}\r\nConnection: close\r\n\r\n`);
       await s.settle();
       assert.deepEqual(statuses, [400]);
       assert.deepEqual(s.parsed, []);

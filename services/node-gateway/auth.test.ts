@@ -132,29 +132,54 @@ test('a replayed nonce is refused', () => {
 
 test('the path must be under the token uid', () => {
   const t = token();
-  for (const target of ['/1.5/43/info/collections', '/1.5/420', '/1.5/4', '/1.5', '/', '/1.5//42', '//42/x', '/1.5/%342']) {
+  for (const target of ['/1.5/43/info/collections', '/1.5/420', '/1.5/4', '/1.5', '/', '/1.5//42', '//42/x', '/1.5/%343', '/1.5/4%32%30']) {
     fails(signed(t, { target }), InvalidCredentials, /not under this token/);
   }
+  // Compared after decoding, as the application will read it.
+  for (const target of ['/1.5/%342', '/1.5/%34%32/x']) assert.equal(run(signed(t, { target })).uid, 42);
 });
 
 test('checkTarget refuses targets an upstream could resolve elsewhere', () => {
   for (const target of ['http://evil.example/1.5/42', '*', '1.5/42']) assert.throws(() => checkTarget(target), /absolute path/);
-  for (const target of ['/1.5/42/../43', '/1.5/42/./x', '/1.5/42/%2e%2E/43', '/1.5/42/.%2e', '/..']) {
-    assert.throws(() => checkTarget(target), (e: unknown) => e instanceof BadRequest && /segments/.test(e.message), target);
+  const refusedAs: Array<[string, RegExp]> = [
+    ['/1.5/42/../43', /segments/],
+    ['/1.5/42/./x', /segments/],
+    ['/1.5/42/%2e%2E/43', /segments/],
+    ['/1.5/42/.%2e', /segments/],
+    ['/..', /segments/],
+    ['/1.5/42/%2E', /segments/],
+    ['/1.5/42/..%2F43', /encoded "\/"/],
+    ['/1.5/42/%2e%2e%2f43', /encoded "\/"/],
+    ['/1.5/42%2f..%2f43', /encoded "\/"/],
+    ['/1.5/42\\..\\43', /backslash/],
+    ['/1.5/42/..%5c43', /backslash/],
+    ['/1.5/42/..%5C', /backslash/],
+    ['/1.5/42/..;/43', /";"/],
+    ['/1.5/42;x=1', /";"/],
+    ['/1.5/42/%3b', /";"/],
+    ['/1.5/42/a%00b', /NUL/],
+    ['/1.5/42/%zz', /percent-encoded/],
+    ['/1.5/42/%e2%82', /percent-encoded/],
+    ['/1.5/42/x#/../43', /fragment/],
+  ];
+  for (const [target, message] of refusedAs) {
+    assert.throws(() => checkTarget(target), (e: unknown) => e instanceof BadRequest && message.test(e.message), target);
   }
-  assert.throws(() => checkTarget('/1.5/42\\..\\43'), /backslash/);
-  // Dots inside segments and in the query are fine.
-  for (const target of ['/1.5/42/a.b', '/1.5/42/...', '/1.5/42?x=../..']) checkTarget(target);
+  // Dots inside segments, encoded ordinary characters and anything in the query are fine.
+  for (const target of ['/1.5/42/a.b', '/1.5/42/...', '/1.5/42?x=../..;%2f', '/1.5/42/%41%20b', '/1.5/42/%E2%82%AC']) checkTarget(target);
+  assert.deepEqual(checkTarget('/1.5/%34%32/a%20b?q=%2f'), ['', '1.5', '42', 'a b']);
   // The check comes first: a bad target is 400 whatever the header.
   fails({ method: 'GET', target: '/1.5/42/../43', authorization: undefined }, BadRequest, /segments/);
+  fails({ method: 'GET', target: '/1.5/42/..%2F43', authorization: undefined }, BadRequest, /encoded/);
 });
 
-test('checkPathUid compares the exact second segment', () => {
-  checkPathUid('/1.5/7', 7);
-  checkPathUid('/1.5/7/', 7);
-  checkPathUid('/x/7?q', 7);
-  assert.throws(() => checkPathUid('/1.5/07', 7), InvalidCredentials);
-  assert.throws(() => checkPathUid('//7', 7), InvalidCredentials);
+test('checkPathUid compares the exact second decoded segment', () => {
+  checkPathUid(['', '1.5', '7'], 7);
+  checkPathUid(['', '1.5', '7', ''], 7);
+  checkPathUid(['', 'x', '7'], 7);
+  assert.throws(() => checkPathUid(['', '1.5', '07'], 7), InvalidCredentials);
+  assert.throws(() => checkPathUid(['', '', '7'], 7), InvalidCredentials);
+  assert.throws(() => checkPathUid(['', '1.5'], 7), InvalidCredentials);
 });
 
 test('header problems surface as the parser reports them', () => {
