@@ -33,8 +33,10 @@ export const DEFAULTS = {
   MAINTENANCE_MODE: false,
   /** Hawk timestamp skew, seconds. */
   HAWK_SKEW: 60,
-  /** Largest number of nonces the gateway remembers. */
+  /** Largest number of nonces the gateway remembers; beyond it 503, never an early forget. */
   NONCE_CACHE_SIZE: 100_000,
+  /** Largest number of nonces one token may have remembered at once (its requests within ~2 × HAWK_SKEW). */
+  NONCE_PER_TOKEN: 1000,
   /** Largest body the gateway buffers to check a Hawk payload hash, bytes. */
   HASH_BODY_LIMIT: 1_048_576,
   /** Gateway upstream timeouts, milliseconds. */
@@ -332,12 +334,14 @@ export interface GatewayConfig {
   upstreamUrl: string;
   hawkSkew: number;
   nonceCacheSize: number;
+  noncePerToken: number;
   hashBodyLimit: number;
   upstreamConnectTimeoutMs: number;
   upstreamTimeoutMs: number;
 }
 
 export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } = {}): GatewayConfig {
+  const nonceCacheSize = int(env, 'NONCE_CACHE_SIZE', DEFAULTS.NONCE_CACHE_SIZE, 100, 10_000_000);
   return {
     port: port(env, 'GATEWAY_PORT', DEFAULTS.GATEWAY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
@@ -345,7 +349,9 @@ export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } 
     nodeUrl: url(env, 'NODE_URL'),
     upstreamUrl: url(env, 'UPSTREAM_URL'),
     hawkSkew: int(env, 'HAWK_SKEW', DEFAULTS.HAWK_SKEW, 1, 86_400),
-    nonceCacheSize: int(env, 'NONCE_CACHE_SIZE', DEFAULTS.NONCE_CACHE_SIZE, 100, 10_000_000),
+    nonceCacheSize,
+    // A share larger than the whole cache would let one token fill it.
+    noncePerToken: int(env, 'NONCE_PER_TOKEN', Math.min(DEFAULTS.NONCE_PER_TOKEN, nonceCacheSize), 1, nonceCacheSize),
     hashBodyLimit: int(env, 'HASH_BODY_LIMIT', DEFAULTS.HASH_BODY_LIMIT, 1, 1 << 30),
     upstreamConnectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', DEFAULTS.UPSTREAM_CONNECT_TIMEOUT_MS, 10, 600_000),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULTS.UPSTREAM_TIMEOUT_MS, 10, 3_600_000),

@@ -1,7 +1,7 @@
 // The gateway's rules (DESIGN §6), as plain functions: who is calling, and may
 // they reach this path. Order matters: each step trusts only what the steps
 // before it have checked.
-import { BadRequest, InvalidCredentials, InvalidTimestamp } from '../../lib/errors.js';
+import { BadRequest, InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
 import { hawkMac, normalizedString, parseHawkHeader, payloadHash, safeEqual, staleTimestampChallenge, type HawkAttributes } from '../../lib/hawk.js';
 import { derivedSecret, nodeSecrets, parseToken, type TokenPayload } from '../../lib/token.js';
 import { GenerationalMap } from './generations.js';
@@ -65,7 +65,6 @@ export function tokenCache(capacity = TOKEN_CACHE_SIZE): TokenCache {
 
 export interface AuthOptions {
   skewSeconds: number;
-  nonces: NonceCache;
   tokens?: TokenCache;
   nowMs?: number;
 }
@@ -128,7 +127,11 @@ export function checkPathUid(segments: readonly string[], uid: number): void {
   }
 }
 
-/** Token → key → MAC → timestamp → nonce → path. Throws the protocol error of the first failure. */
+/**
+ * Target → token → key → MAC → timestamp → path. Throws the protocol error of
+ * the first failure. The nonce is not recorded here: rememberNonce comes after
+ * every other check, so a refused request cannot fill the replay cache.
+ */
 export function authenticate(req: AuthRequest, node: GuardedNode, opts: AuthOptions): Caller {
   const now = opts.nowMs ?? Date.now();
   const segments = checkTarget(req.target);
@@ -153,9 +156,21 @@ export function authenticate(req: AuthRequest, node: GuardedNode, opts: AuthOpti
       headers: { 'WWW-Authenticate': staleTimestampChallenge(key, Math.floor(now / 1000)) },
     });
   }
-  if (!opts.nonces.add(hawk.id, hawk.nonce, hawk.ts, now)) throw new InvalidCredentials('Hawk nonce already used');
   checkPathUid(segments, payload.uid);
   return { uid: payload.uid, node: payload.node, key, hawk };
+}
+
+/**
+ * The last check before forwarding: the nonce is new, and is now remembered
+ * for its whole window. A full share or cache is 503 + Retry-After: refusing
+ * is safe, forgetting a nonce early would let a captured request replay.
+ */
+export function rememberNonce(hawk: HawkAttributes, nonces: NonceCache, nowMs = Date.now()): void {
+  const outcome = nonces.add(hawk.id, hawk.nonce, hawk.ts, nowMs);
+  if (outcome === 'new') return;
+  if (outcome === 'replayed') throw new InvalidCredentials('Hawk nonce already used');
+  const why = outcome === 'token-full' ? 'this token has used its share of the replay cache' : 'the replay cache is full';
+  throw new ServiceUnavailable(why, nonces.retryAfter(hawk.id, outcome, nowMs));
 }
 
 /** The body's hash against the signed one (only called when the header has `hash`). */

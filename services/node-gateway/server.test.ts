@@ -379,6 +379,25 @@ test('uid mismatch, bad MAC, replayed nonce', async () => {
   assertError(await refused(() => send(gw, { path, headers: { Authorization: auth } })), 401, 'invalid-credentials', /nonce/);
 });
 
+test('a nonce flood cannot evict another token\'s nonces: the flooder gets 503, the capture still replays as 401', async () => {
+  const g = await gateway({ NONCE_CACHE_SIZE: '100', NONCE_PER_TOKEN: '10' });
+  const victim = token({ uid: 42, salt: 'aaaaaa' });
+  const path = '/1.5/42/storage/captured';
+  const captured = hawkHeader({ id: victim.id, key: victim.key, method: 'GET', url: NODE_URL + path });
+  assert.equal((await send(g, { path, headers: { Authorization: captured } })).status, 200);
+  const flooder = token({ uid: 43, salt: 'bbbbbb' });
+  const statuses = new Map<number, number>();
+  for (let i = 0; i < 300; i++) {
+    // A third of the flood aims at another uid: refused, so it must not take room either.
+    const p = i % 3 === 0 ? '/1.5/42/x' : '/1.5/43/x';
+    const r = await send(g, { path: p, headers: { Authorization: hawkHeader({ id: flooder.id, key: flooder.key, method: 'GET', url: NODE_URL + p }) } });
+    statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+    if (r.status === 503) assert.match(String(r.headers['retry-after']), /^[1-9]\d*$/);
+  }
+  assertError(await refused(() => send(g, { path, headers: { Authorization: captured } })), 401, 'invalid-credentials', /nonce/);
+  assert.deepEqual(Object.fromEntries(statuses), { 200: 10, 401: 100, 503: 190 });
+});
+
 test('a stale timestamp is 401 with a server time the client can verify', async () => {
   const t = token();
   const { artifacts, reply } = signedSend(gw, t, { path: '/1.5/42/x', ts: now() - 3600 });

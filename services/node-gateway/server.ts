@@ -12,7 +12,7 @@ import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
-import { authenticate, checkPayloadHash, guardedNode, tokenCache } from './auth.js';
+import { authenticate, checkPayloadHash, guardedNode, rememberNonce, tokenCache } from './auth.js';
 import { clientFraming, forward, probe, refuseRepeatedSingletons, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
 import { NonceCache } from './nonces.js';
 import { sendError, sendJson } from './respond.js';
@@ -76,7 +76,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const access = flatLogger(log);
   const node = guardedNode(config.nodeUrl, config.masterSecrets);
   const publicUrl = new URL(config.nodeUrl);
-  const nonces = new NonceCache(config.nonceCacheSize, 2 * config.hawkSkew * 1000);
+  const nonces = new NonceCache({ capacity: config.nonceCacheSize, perToken: config.noncePerToken, skewSeconds: config.hawkSkew });
   const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
   const metrics = new GatewayMetrics();
@@ -99,7 +99,6 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     const framing = clientFraming(req.rawHeaders, req.httpVersion);
     const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
       skewSeconds: config.hawkSkew,
-      nonces,
       tokens,
     });
     exchange.uid = caller.uid;
@@ -110,6 +109,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       body = await readBody(req, config.hashBodyLimit);
       checkPayloadHash(body, req.headers['content-type'], caller.hawk.hash);
     }
+    rememberNonce(caller.hawk, nonces);
     // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
     const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
     const headers = upstreamRequestHeaders(req.rawHeaders, {
