@@ -43,6 +43,11 @@ export const DEFAULTS = {
   UPSTREAM_CONNECT_TIMEOUT_MS: 2000,
   UPSTREAM_TIMEOUT_MS: 30_000,
   LOG_LEVEL: 'info',
+  /**
+   * Where /metrics listens when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT is set
+   * (unset: no metrics listener, and /metrics is never on the public ports).
+   */
+  METRICS_HOST: '127.0.0.1',
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -209,6 +214,18 @@ export function trustedIssuersFile(env: Env): TrustedIssuers {
   return parseTrustedIssuers(doc);
 }
 
+/** Where a service serves /metrics, when it does. */
+export interface MetricsListener {
+  host: string;
+  port: number;
+}
+
+/** `<portVariable>` unset: no metrics listener. */
+export function metricsListener(env: Env, portVariable: string): MetricsListener | undefined {
+  if (env[portVariable] === undefined || env[portVariable].trim() === '') return undefined;
+  return { host: str(env, 'METRICS_HOST', DEFAULTS.METRICS_HOST), port: port(env, portVariable, 0) };
+}
+
 // ---- per-service configuration ----
 
 export interface DirectoryConfig {
@@ -258,6 +275,8 @@ export interface LoginConfig {
   retryAfter: number;
   maintenanceMode: boolean;
   overload: OverloadConfig;
+  /** LOGIN_METRICS_PORT: unset, no /metrics at all. */
+  metrics?: MetricsListener;
 }
 
 /**
@@ -296,6 +315,7 @@ export function loginConfig(
     retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
     maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
     overload: overloadConfig(env),
+    metrics: metricsListener(env, 'LOGIN_METRICS_PORT'),
   };
 }
 
@@ -338,6 +358,8 @@ export interface GatewayConfig {
   hashBodyLimit: number;
   upstreamConnectTimeoutMs: number;
   upstreamTimeoutMs: number;
+  /** GATEWAY_METRICS_PORT: unset, no /metrics at all. */
+  metrics?: MetricsListener;
 }
 
 export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } = {}): GatewayConfig {
@@ -355,6 +377,7 @@ export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } 
     hashBodyLimit: int(env, 'HASH_BODY_LIMIT', DEFAULTS.HASH_BODY_LIMIT, 1, 1 << 30),
     upstreamConnectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', DEFAULTS.UPSTREAM_CONNECT_TIMEOUT_MS, 10, 600_000),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULTS.UPSTREAM_TIMEOUT_MS, 10, 3_600_000),
+    metrics: metricsListener(env, 'GATEWAY_METRICS_PORT'),
   };
 }
 

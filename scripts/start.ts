@@ -15,6 +15,7 @@ async function main(): Promise<void> {
     `  node-gateway:  ${stack.gatewayUrl}   (guards the demo application at ${stack.demoAppUrl})`,
     `  directory:     ${stack.directoryAddr}  (gRPC)`,
     `  nodeassign:    ${stack.nodeAssignAddr}  (gRPC)`,
+    ...Object.entries(stack.metricsUrls).filter(([, url]) => url).map(([service, url]) => `  metrics:       ${url}   (${service})`),
     '',
     '  !! DEVELOPMENT MODE: a development IdP key (' + stack.dataDir + '/dev-idp.json) is TRUSTED.',
     '  !! Never expose this stack to the internet; production uses TRUSTED_ISSUERS only.',

@@ -547,11 +547,17 @@ test('request id: the client’s sane X-Request-Id, else a new one, reaches the 
   assert.equal(refusedReply.headers['x-request-id'], 'refused-1');
 });
 
-test('/__version__ and /metrics are answered by the gateway itself', async () => {
+test('/__version__ is answered by the gateway itself; /metrics only on GATEWAY_METRICS_PORT', async () => {
   const version = await refused(() => send(gw, { path: '/__version__' }));
   assert.equal(version.status, 200);
   assert.equal(version.json().name, 'tokenserver');
-  const metrics = await refused(() => send(gw, { path: '/metrics' }));
+  // On the public port /metrics is an ordinary path: unsigned, refused, and nothing leaks.
+  const hidden = await refused(() => send(gw, { path: '/metrics' }));
+  assertError(hidden, 401, 'error', /Authorization/);
+  assert.equal(gw.metricsPort, undefined, 'off unless configured');
+  const g = await gateway({ GATEWAY_METRICS_PORT: '0' });
+  assert.equal((await send(g, { path: '/1.5/42/x' })).status, 401);
+  const metrics = await refused(() => send({ ...g, port: g.metricsPort! }, { path: '/metrics' }));
   assert.equal(metrics.status, 200);
   assert.match(String(metrics.headers['content-type']), /^text\/plain/);
   assert.match(metrics.text, /^# HELP http_requests_total /m);

@@ -2,14 +2,15 @@
 // application node passes through here. Checks the token and the Hawk
 // signature, then streams the request to the application. Every request gets
 // a request id (X-Request-Id, passed on to the application), one access line
-// and its metrics (/metrics).
+// and its metrics (served on GATEWAY_METRICS_PORT, never on this port).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
 import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
+import { listen } from '../../lib/listen.js';
 import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
+import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
 import { authenticate, checkPayloadHash, guardedNode, rememberNonce, tokenCache } from './auth.js';
@@ -32,6 +33,8 @@ const CLIENT_GONE = 499;
 export interface Gateway {
   port: number;
   url: string;
+  /** Where /metrics is served (GATEWAY_METRICS_PORT), if anywhere. */
+  metricsPort?: number;
   close(): Promise<void>;
 }
 
@@ -47,7 +50,7 @@ interface Exchange {
 }
 
 /** Routes the gateway answers itself; everything else is proxied. */
-const OWN_ROUTES = new Set(['/__lbheartbeat__', '/__heartbeat__', '/__version__', '/metrics']);
+const OWN_ROUTES = new Set(['/__lbheartbeat__', '/__heartbeat__', '/__version__']);
 
 /** Reads a body up to `limit` bytes; more is 413 (the Content-Length is trusted to refuse early). */
 function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
@@ -84,12 +87,6 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   async function heartbeat(res: http.ServerResponse, own: Record<string, string>): Promise<void> {
     if (!(await probe(app))) throw new ServiceUnavailable('the application node is unreachable');
     sendJson(res, 200, { status: 'ok' }, own);
-  }
-
-  async function exposeMetrics(res: http.ServerResponse, own: Record<string, string>): Promise<void> {
-    const page = await metrics.page();
-    res.writeHead(200, { 'Content-Type': page.contentType, 'Content-Length': String(Buffer.byteLength(page.body)), 'Cache-Control': 'no-store', ...own });
-    res.end(page.body);
   }
 
   async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange): Promise<void> {
@@ -178,9 +175,6 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       req.resume();
       sendJson(res, 200, VERSION_INFO, own);
       return;
-    } else if (path === '/metrics') {
-      req.resume();
-      work = exposeMetrics(res, own);
     } else if (path === '/__heartbeat__') {
       req.resume();
       work = heartbeat(res, own);
@@ -204,26 +198,30 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   server.on('request', (req, res) => handle(req, res));
   server.on('checkContinue', (req, res) => handle(req, res, true));
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listen(server, config.port, config.host);
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${shownHost}:${port}`;
+  let exposed: RunningMetrics | undefined;
+  try {
+    exposed = config.metrics && (await serveMetrics(metrics, config.metrics, log));
+  } catch (err) {
+    server.close();
+    app.agent.destroy();
+    throw err;
+  }
   log.info({ port, url, nodeUrl: config.nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
 
   return {
     port,
     url,
-    close: () =>
-      new Promise<void>((resolve) => {
+    metricsPort: exposed?.port,
+    close: async () => {
+      await exposed?.close();
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
         app.agent.destroy();
-      }),
+      });
+    },
   };
 }
