@@ -20,7 +20,6 @@ import {
 } from '../services/login/assertion.js';
 import { isValidClientState } from '../services/login/rules.js';
 import { authenticate, guardedNode, tokenCache } from '../services/node-gateway/auth.js';
-import { NonceCache } from '../services/node-gateway/nonces.js';
 import { fuzzParams, mutate, mutationsArb, outcome } from './support/fuzz.js';
 
 const NODE_URL = 'https://node-1.fuzz.example';
@@ -202,7 +201,7 @@ test('gateway authenticate: any target and header → a caller, 400 or 401; a mu
       const sentTarget = what === 'target' ? mutate(signedTarget, ms) : signedTarget;
       const req = { method: 'GET', target: sentTarget, authorization: sent };
       const caller = outcome(
-        () => authenticate(req, node, { skewSeconds: 60, nonces: new NonceCache(1000, 120_000), tokens }),
+        () => authenticate(req, node, { skewSeconds: 60, tokens }),
         [BadRequest, Unauthorized, InvalidCredentials, InvalidTimestamp],
         req,
       );
