@@ -127,11 +127,16 @@ build_standins() {
   say "stand-ins ready ($((SECONDS - started)) s)"
 }
 
+# Certificates this machine added to its trust store (/usr/local/share/ca-certificates), e.g. for a
+# TLS-intercepting proxy: npm in the build stage must trust them too. Usually none.
+extra_ca_certs() { cat /usr/local/share/ca-certificates/*.crt 2>/dev/null || true; }
+
 build_app() {
   local started=$SECONDS
   say "docker build (Dockerfile) → $APP_IMAGE on $(node_image)"
   # --network host: RUN steps (apt-get, npm ci) need the network, and our engine has no bridge.
-  docker build --network host --build-arg "NODE_IMAGE=$(node_image)" -t "$APP_IMAGE" . >"$WORK/build.log" 2>&1 \
+  docker build --network host --build-arg "NODE_IMAGE=$(node_image)" --build-arg "BUILD_CA_CERTS=$(extra_ca_certs)" \
+    -t "$APP_IMAGE" . >"$WORK/build.log" 2>&1 \
     || { tail -40 "$WORK/build.log" >&2; die "docker build failed"; }
   say "$APP_IMAGE built ($((SECONDS - started)) s), $(docker image inspect -f '{{.Size}}' "$APP_IMAGE" | awk '{printf "%.0f MB", $1/1e6}')"
 }
