@@ -35,7 +35,9 @@ RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/buil
  && rm -f /tmp/build-ca.pem
 # .dockerignore lets in only what the build needs (no tests, data or node_modules).
 COPY . .
+# lib/version.ts reads ../package.json relative to itself: dist/package.json in the build output.
 RUN npx tsc -p tsconfig.build.json \
+ && cp package.json dist/package.json \
  && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime: node, production node_modules and dist/, as the unprivileged "node" user (uid 1000) ----
@@ -49,7 +51,7 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # Mount points for named volumes: a new volume takes this ownership, so "node" can write there.
-RUN mkdir -p /data /idp && chown 1000:1000 /data /idp
+RUN mkdir -p /data /idp /secrets && chown 1000:1000 /data /idp /secrets
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd (Kubernetes runAsNonRoot) accept it.
 USER 1000:1000
 EXPOSE 8000 8080 8090 50051 50052
