@@ -28,4 +28,33 @@ if [ -z "${MONGODB_URL:-}" ] && [ "$mongo_files" = 1 ] && bash scripts/compat-mo
 fi
 # ---- end MongoDB suites ----
 
-node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${files[@]}"
+# ---- container engine ----
+# The engine that answers (a user's Docker, or the one `bash scripts/engine.sh start` runs)
+# serves testcontainers (MongoDB suites) and tests/containers.test.ts; without one they skip
+# and say why.
+if [ -z "${DOCKER_HOST:-}" ]; then
+  if engine_line="$(bash scripts/engine.sh env 2>"${TMPDIR:-/tmp}/engine-env.$$")"; then
+    export DOCKER_HOST="${engine_line#DOCKER_HOST=}"
+    echo "test.sh: container engine at ${DOCKER_HOST:-the default socket}" >&2
+  else
+    echo "test.sh: the container tests will skip: $(cat "${TMPDIR:-/tmp}/engine-env.$$")" >&2
+  fi
+  rm -f "${TMPDIR:-/tmp}/engine-env.$$"
+fi
+
+# docker compose end to end runs first and alone (it builds images and starts a whole stack);
+# its own runner prints "containers: N/M checks pass".
+rest=()
+containers_rc=0
+for f in "${files[@]}"; do
+  case "$f" in
+    tests/containers.test.ts | */tests/containers.test.ts) bash scripts/test-containers.sh || containers_rc=$? ;;
+    *) rest+=("$f") ;;
+  esac
+done
+# ---- end container engine ----
+
+rc=0
+if [ "${#rest[@]}" -gt 0 ]; then node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${rest[@]}" || rc=$?; fi
+[ "$rc" = 0 ] && rc=$containers_rc
+exit "$rc"
