@@ -3,9 +3,10 @@
 #
 #   scripts/engine.sh start    use the engine that answers (a user's Docker), or install
 #                              Debian's docker.io if needed and start our own dockerd;
-#                              prints DOCKER_HOST=… (eval-able) once it answers
-#   scripts/engine.sh env      prints DOCKER_HOST=… of the engine that answers; exit 1 and
-#                              the reason on stderr when none does
+#                              prints DOCKER_HOST=… (and for ours TESTCONTAINERS_HOST_OVERRIDE=…),
+#                              for `set -a; eval "$(…)"; set +a`, once it answers
+#   scripts/engine.sh env      the same lines for the engine that answers; exit 1 and the
+#                              reason on stderr when none does
 #   scripts/engine.sh stop     stops the dockerd that `start` started (by its pid); a
 #                              user's own engine is never touched
 #
@@ -33,9 +34,17 @@ answers() { timeout 10 docker ${1:+-H "$1"} version --format '{{.Server.Version}
 
 ours_running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
+# Our engine runs on this host: its published ports answer on localhost. testcontainers
+# would otherwise look for the default bridge's gateway when it finds itself in a container,
+# and our engine has no default bridge.
+ours_env() {
+  echo "DOCKER_HOST=unix://$SOCK"
+  echo "TESTCONTAINERS_HOST_OVERRIDE=localhost"
+}
+
 cmd_env() {
   command -v docker >/dev/null 2>&1 || die "no docker client installed (apt-get install docker.io, or run scripts/engine.sh start)"
-  if ours_running && answers "unix://$SOCK"; then echo "DOCKER_HOST=unix://$SOCK"; return 0; fi
+  if ours_running && answers "unix://$SOCK"; then ours_env; return 0; fi
   if answers ""; then echo "DOCKER_HOST=${DOCKER_HOST:-}"; return 0; fi
   die "no container engine answers (DOCKER_HOST=${DOCKER_HOST:-unset}, and none started by scripts/engine.sh under $ENGINE_DIR)"
 }
@@ -68,7 +77,7 @@ launch() {
 }
 
 cmd_start() {
-  if ours_running && answers "unix://$SOCK"; then echo "DOCKER_HOST=unix://$SOCK"; return 0; fi
+  if ours_running && answers "unix://$SOCK"; then ours_env; return 0; fi
   if command -v docker >/dev/null 2>&1 && answers ""; then
     say "using the engine that already answers (${DOCKER_HOST:-default socket})"
     echo "DOCKER_HOST=${DOCKER_HOST:-}"
@@ -84,7 +93,7 @@ cmd_start() {
     if launch "$driver"; then
       echo "$driver" >"$DRIVER_FILE"
       say "dockerd $(dockerd --version | grep -o '[0-9][0-9.]*' | head -1) answers on unix://$SOCK (storage driver $driver; log $LOG)"
-      echo "DOCKER_HOST=unix://$SOCK"
+      ours_env
       return 0
     fi
     say "dockerd did not start with storage driver $driver (log: $LOG)"

@@ -6,7 +6,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LOG_LEVEL="${LOG_LEVEL:-silent}"
-if [ -z "${DOCKER_HOST:-}" ] && line="$(bash scripts/engine.sh env 2>/dev/null)"; then export DOCKER_HOST="${line#DOCKER_HOST=}"; fi
+if [ -z "${DOCKER_HOST:-}" ] && lines="$(bash scripts/engine.sh env 2>/dev/null)"; then
+  set -a
+  eval "$lines"
+  set +a
+fi
 tap="$(mktemp "${TMPDIR:-/tmp}/containers-tap.XXXXXX")"
 trap 'rm -f "$tap"' EXIT
 node --import tsx --test --test-concurrency=1 \

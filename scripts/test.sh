@@ -33,8 +33,10 @@ fi
 # serves testcontainers (MongoDB suites) and tests/containers.test.ts; without one they skip
 # and say why.
 if [ -z "${DOCKER_HOST:-}" ]; then
-  if engine_line="$(bash scripts/engine.sh env 2>"${TMPDIR:-/tmp}/engine-env.$$")"; then
-    export DOCKER_HOST="${engine_line#DOCKER_HOST=}"
+  if engine_lines="$(bash scripts/engine.sh env 2>"${TMPDIR:-/tmp}/engine-env.$$")"; then
+    set -a
+    eval "$engine_lines"
+    set +a
     echo "test.sh: container engine at ${DOCKER_HOST:-the default socket}" >&2
   else
     echo "test.sh: the container tests will skip: $(cat "${TMPDIR:-/tmp}/engine-env.$$")" >&2

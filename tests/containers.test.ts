@@ -45,11 +45,11 @@ function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeo
   });
 }
 
-/** DOCKER_HOST of the engine that answers, or the reason there is none. */
-function findEngine(): { dockerHost: string } | { skip: string } {
+/** The environment of the engine that answers (DOCKER_HOST …), or the reason there is none. */
+function findEngine(): { vars: Record<string, string> } | { skip: string } {
   const r = spawnSync('bash', [path.join(ROOT, 'scripts/engine.sh'), 'env'], { encoding: 'utf8', timeout: 30_000 });
   if (r.status !== 0) return { skip: (r.stderr || 'scripts/engine.sh env failed').trim() };
-  return { dockerHost: r.stdout.trim().replace(/^DOCKER_HOST=/, '') };
+  return { vars: Object.fromEntries(r.stdout.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])) };
 }
 
 /** `docker compose` (v2 plugin) or `docker-compose` (v1). */
@@ -73,8 +73,8 @@ async function freePort(skip: Set<number>): Promise<number> {
 }
 
 const engine = findEngine();
-const env: NodeJS.ProcessEnv = { ...process.env, ...('dockerHost' in engine ? { DOCKER_HOST: engine.dockerHost } : {}) };
-const tool = 'dockerHost' in engine ? composeTool(env) : null;
+const env: NodeJS.ProcessEnv = { ...process.env, ...('vars' in engine ? engine.vars : {}) };
+const tool = 'vars' in engine ? composeTool(env) : null;
 const skipReason = 'skip' in engine ? engine.skip : tool ? '' : 'no compose tool (docker compose plugin or docker-compose: apt-get install docker-compose)';
 
 const project = `tscontainers${process.pid}`;

@@ -111,8 +111,11 @@ export async function containerMongo(): Promise<MongoTarget> {
   if (useStandin) {
     const name = `${MONGO_STANDIN} (testcontainers; stand-in for mongo:7)`;
     try {
+      // A network of its own: an engine started by scripts/engine.sh has no default bridge.
+      const network = await new tc.Network().start();
       const container = await withTimeout(
         new tc.GenericContainer(MONGO_STANDIN)
+          .withNetwork(network)
           .withExposedPorts(27017)
           // The launcher prints this once the server accepts connections.
           .withWaitStrategy(tc.Wait.forLogMessage(/^listening 27017$/m))
@@ -129,6 +132,7 @@ export async function containerMongo(): Promise<MongoTarget> {
         stop: async () => {
           await dropCreated(url);
           await container.stop();
+          await network.stop();
         },
       };
     } catch (err) {
