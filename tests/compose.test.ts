@@ -52,6 +52,8 @@ interface ComposeService {
   volumes?: Array<string | { type?: string; source?: string; target?: string; read_only?: boolean }>;
   healthcheck?: { test?: string[] };
   depends_on?: Record<string, { condition: string }>;
+  networks?: Record<string, unknown> | string[];
+  network_mode?: string;
 }
 
 function envOf(s: ComposeService): Env {
@@ -104,7 +106,7 @@ test('check-compose.sh rejects broken copies, naming the problem', async (t) => 
     for (const f of ['docker-compose.yml', '.env.example', 'Dockerfile', '.dockerignore', 'tsconfig.build.json']) files[f] = readFileSync(path.join(ROOT, f), 'utf8');
     edit(files);
     for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
-    for (const d of ['services', 'cli']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
+    for (const d of ['services', 'cli', 'scripts']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
     return dir;
   };
   const replace = (text: string, from: string | RegExp, to: string) => {
@@ -120,7 +122,7 @@ test('check-compose.sh rejects broken copies, naming the problem', async (t) => 
     ],
     [
       'started-not-healthy',
-      (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], /(    depends_on:\n      demo-app:\n        condition: )service_healthy/, '$1service_started')),
+      (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], /(    depends_on:\n(?:.*\n)*?      demo-app:\n        condition: )service_healthy/, '$1service_started')),
       /node-gateway: depends_on demo-app should use condition service_healthy/,
     ],
     ['undocumented-variable', (f) => (f['.env.example'] = replace(f['.env.example'], /^NODE_CAPACITY=.*$/m, '')), /\$\{NODE_CAPACITY\} is used by docker-compose.yml but not documented/],
@@ -266,4 +268,42 @@ test('the tsconfig.build.json output runs under plain node, as in the image', as
   const probe = spawnSync(process.execPath, ['dist/cli/main.js', 'health', `${url}/__heartbeat__`], { cwd: dir, encoding: 'utf8', timeout: 20_000 });
   assert.equal(probe.status, 0, probe.stderr);
   assert.match(probe.stdout, /healthy \(HTTP 200\)/);
+});
+
+test('secrets and networks: every service that signs, checks or calls gets both secret files; the application cannot reach the backend', (t) => {
+  const missing = composeTool();
+  if (missing) {
+    t.skip(missing);
+    return;
+  }
+  const r = checkRepo();
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  const doc = JSON.parse(readFileSync(r.resolved, 'utf8')) as {
+    services: Record<string, ComposeService>;
+    networks: Record<string, { internal?: boolean; driver_opts?: Record<string, string> } | null>;
+  };
+  const networksOf = (name: string) => {
+    const n = doc.services[name].networks ?? [];
+    return (Array.isArray(n) ? n : Object.keys(n)).sort();
+  };
+  for (const name of ['login', 'directory', 'nodeassign', 'node-gateway', 'setup']) {
+    const env = envOf(doc.services[name]);
+    assert.equal(env.MASTER_SECRETS_FILE, '/secrets/master_secrets', name);
+    assert.equal(env.INTERNAL_SECRET_FILE, '/secrets/internal_secret', name);
+    assert.ok(mounts(doc.services[name]).some((m) => m.volume === 'secrets' && m.target === '/secrets' && m.readOnly), `${name} mounts the secrets volume read-only`);
+  }
+  const secrets = doc.services.secrets;
+  assert.deepEqual(secrets.command, ['node', 'dist/scripts/init-secrets.js', '/secrets']);
+  assert.equal(secrets.network_mode, 'none');
+  for (const name of ['directory', 'nodeassign']) assert.equal(doc.services[name].depends_on?.secrets?.condition, 'service_completed_successfully', name);
+
+  assert.equal(doc.networks.backend?.internal, true);
+  assert.equal(doc.networks.backend?.driver_opts?.['com.docker.network.bridge.inhibit_ipv4'], 'true');
+  assert.deepEqual(networksOf('mongo'), ['backend']);
+  assert.deepEqual(networksOf('directory'), ['backend']);
+  assert.deepEqual(networksOf('nodeassign'), ['backend']);
+  assert.deepEqual(networksOf('login'), ['backend', 'public']);
+  assert.deepEqual(networksOf('setup'), ['backend', 'public']);
+  assert.deepEqual(networksOf('node-gateway'), ['public']);
+  assert.deepEqual(networksOf('demo-app'), ['public']);
 });
