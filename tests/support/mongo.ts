@@ -83,6 +83,19 @@ export function envMongo(): MongoTarget {
   return target;
 }
 
+/** A started container's target: stop() drops the databases handed out, then removes what was started. */
+function containerTarget(name: string, url: string, stopContainer: () => Promise<void>): MongoTarget {
+  return {
+    name,
+    url,
+    skipReason: '',
+    stop: async () => {
+      await dropCreated(url);
+      await stopContainer();
+    },
+  };
+}
+
 /** The local stand-in for mongo:7 that scripts/images.sh builds where no image registry answers. */
 const MONGO_STANDIN = process.env.MONGO_STANDIN_IMAGE?.trim() || 'tokenserver-standin/mongo-compat:7';
 
@@ -124,17 +137,10 @@ export async function containerMongo(): Promise<MongoTarget> {
         CONTAINER_START_MS,
         MONGO_STANDIN,
       );
-      const url = `mongodb://${container.getHost()}:${container.getMappedPort(27017)}/`;
-      return {
-        name,
-        url,
-        skipReason: '',
-        stop: async () => {
-          await dropCreated(url);
-          await container.stop();
-          await network.stop();
-        },
-      };
+      return containerTarget(name, `mongodb://${container.getHost()}:${container.getMappedPort(27017)}/`, async () => {
+        await container.stop();
+        await network.stop();
+      });
     } catch (err) {
       return unavailable(name, `a container engine answers but ${MONGO_STANDIN} did not start (${(err as Error).message})`);
     }
@@ -145,16 +151,7 @@ export async function containerMongo(): Promise<MongoTarget> {
     const container = await withTimeout(new MongoDBContainer('mongo:7').start(), CONTAINER_START_MS, 'mongo:7');
     // The container runs a one-member replica set known by an internal host name.
     const server = withDatabase(container.getConnectionString(), '');
-    const url = `${server}${server.includes('?') ? '&' : '?'}directConnection=true`;
-    return {
-      name,
-      url,
-      skipReason: '',
-      stop: async () => {
-        await dropCreated(url);
-        await container.stop();
-      },
-    };
+    return containerTarget(name, `${server}${server.includes('?') ? '&' : '?'}directConnection=true`, () => container.stop().then(() => undefined));
   } catch (err) {
     return unavailable(
       name,
