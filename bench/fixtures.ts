@@ -5,10 +5,11 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Env } from '../lib/config.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { bundle, generateKey, signAssertion, signCertificate } from '../lib/idp.js';
 import type { RequestSpec } from './load.js';
+import { BENCH_AUTH } from './proc.js';
 
 export const APP = 'sync';
 export const VERSION = '1.5';
@@ -36,7 +37,7 @@ export interface LoginFixture {
 export async function loginFixture(dir: string, users: number, assertionsPerUser = 2, emailPrefix = 'bench'): Promise<LoginFixture> {
   const issuer = await generateKey('ES256');
   const trustedFile = path.join(dir, 'trusted-issuers.json');
-  writeFileSync(trustedFile, JSON.stringify({ [ISSUER]: { keys: [issuer.publicJwk] } }));
+  writeFileSync(trustedFile, JSON.stringify({ [ISSUER]: { keys: [issuer.publicJwk], domains: ['users.bench.example'] } }));
   const emails = Array.from({ length: users }, (_, i) => `${emailPrefix}${i}@users.bench.example`);
   const perUser = await Promise.all(
     emails.map(async (email) => {
@@ -61,6 +62,8 @@ export async function loginFixture(dir: string, users: number, assertionsPerUser
       APPLICATIONS: `${APP}/${VERSION}`,
       AUDIENCES: AUDIENCE,
       TRUSTED_ISSUERS: trustedFile,
+      // The fixture's assertions are made once and replayed for the whole run.
+      MAX_ASSERTION_LIFETIME: String(TTL_SECONDS),
       MASTER_SECRETS: randomBytes(32).toString('hex'),
     },
     requestsFile,
@@ -71,7 +74,7 @@ export async function loginFixture(dir: string, users: number, assertionsPerUser
 
 /** Registers nodes with a nodeassign service over gRPC. */
 export async function addNodes(nodeAssignPort: number, nodes: Array<{ url: string; capacity: number }>, service = APP): Promise<void> {
-  const client = new NodeAssignClient(`127.0.0.1:${nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+  const client = grpcClient(NodeAssignClient, `127.0.0.1:${nodeAssignPort}`, BENCH_AUTH);
   try {
     for (const n of nodes) await call(client, client.addNode, { service, url: n.url, capacity: n.capacity }, { deadlineMs: 10_000, retryAfter: 1 });
   } finally {

@@ -10,6 +10,7 @@
 //
 //   npx tsx bench/gateway.ts [seconds]
 import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
@@ -33,7 +34,7 @@ export interface BenchResult {
 
 const SELF = fileURLToPath(import.meta.url);
 const NODE_URL = 'http://bench-node.example';
-const MASTER_SECRETS = 'bench-master-secret-0123456789abcdef';
+const MASTER_SECRETS = randomBytes(32).toString('hex');
 const UID = 1;
 const PATH = `/1.5/${UID}/info/collections`;
 const CONNECTIONS = 32;

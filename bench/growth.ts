@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../lib/config.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { SqliteUserStore } from '../services/directory/store-sqlite.js';
 import { addNode } from '../services/nodeassign/service.js';
@@ -16,7 +16,7 @@ import { SqliteNodeStore } from '../services/nodeassign/store-sqlite.js';
 import { APP, NODE_URL } from './fixtures.js';
 import type { BenchResult, BenchRow } from './gateway.js';
 import { RSS_TARGET_MB, startLoginStack, type LoginStack } from './login.js';
-import { runLoad, startNodeAssign, type Service } from './proc.js';
+import { BENCH_AUTH, runLoad, startNodeAssign, type Service } from './proc.js';
 
 const GROWTH_TOLERANCE = 0.2;
 const ROUNDS = 3;
@@ -109,7 +109,7 @@ async function loginGrowth(o: { smallUsers: number; largeUsers: number; requests
 
 /** Sequential Allocate calls over gRPC from this process; latencies in ms. */
 async function allocations(port: number, count: number): Promise<number[]> {
-  const client = new NodeAssignClient(`127.0.0.1:${port}`, insecure(), CLIENT_OPTIONS);
+  const client = grpcClient(NodeAssignClient, `127.0.0.1:${port}`, BENCH_AUTH);
   try {
     const out: number[] = [];
     for (let i = 0; i < count; i++) {

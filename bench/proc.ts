@@ -3,10 +3,11 @@
 // else shares its event loop; every load generator runs in another process
 // (bench/load.ts), never in a server's.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { Env } from '../lib/config.js';
+import type { Env, GrpcAuth } from '../lib/config.js';
 import { builtEntry, ROOT } from './build.js';
 import type { LoadResult, LoadSpec } from './load.js';
 
@@ -59,6 +60,9 @@ async function terminate(child: ChildProcess, graceMs = 5000): Promise<void> {
   clearTimeout(timer);
 }
 
+/** The internal gRPC secret of this benchmark run: every service started here gets it, every client sends it. */
+export const BENCH_AUTH: GrpcAuth = { internalSecret: randomBytes(32).toString('hex') };
+
 /**
  * Starts `entry` (a TypeScript file, path from the repository root, run as
  * built by bench/build.ts buildServices(), or through tsx with `fromSource`) with `env`
@@ -76,7 +80,7 @@ export async function startService(
   const program = opts.fromSource ? ['--import', TSX, entry] : [builtEntry(entry, opts.buildDir)];
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...program], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, LOG_LEVEL: 'info', INTERNAL_SECRET: BENCH_AUTH.internalSecret, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

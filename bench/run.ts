@@ -4,7 +4,7 @@
 //   npm run bench                        full run (~5 min on 2 cores) → bench/results/latest.json
 //   npm run bench -- --quick             shorter windows, 100k instead of 1M users (~1 min)
 //   npm run bench -- --only login,gateway
-//                                        sections: login, login-mongo, gateway, growth, profile, long
+//                                        sections: login, login-mongo, gateway, growth, parse, profile, long
 //   npm run bench -- --long              adds the long reliability runs: fuzzing with
 //                                        FUZZ_RUNS=100000 and 60 s of mixed load at ~80 % of max
 // Runs other than the full default one are saved to dist/bench-results/partial.json (not committed);
@@ -18,11 +18,12 @@ import { buildServices, ROOT } from './build.js';
 import { benchGateway, type BenchResult, type BenchRow } from './gateway.js';
 import { benchGrowth } from './growth.js';
 import { benchLogin, measureBareKoa, type BareKoa } from './login.js';
+import { benchParse } from './parse.js';
 import { profileLogin } from './profile.js';
 
-const SECTIONS = ['login', 'login-mongo', 'gateway', 'growth', 'profile', 'long'] as const;
+const SECTIONS = ['login', 'login-mongo', 'gateway', 'growth', 'parse', 'profile', 'long'] as const;
 type Section = (typeof SECTIONS)[number];
-const DEFAULT_SECTIONS: Section[] = ['login', 'login-mongo', 'gateway', 'growth'];
+const DEFAULT_SECTIONS: Section[] = ['login', 'login-mongo', 'gateway', 'growth', 'parse'];
 const USERS = 1000;
 /** Where partial results and profiles go: under dist/, which git ignores. */
 const RESULTS_SCRATCH = path.join(ROOT, 'dist', 'bench-results');
@@ -115,6 +116,8 @@ async function runSection(section: Section, o: Options, state: { koa?: BareKoa; 
       return [await benchGateway({ durationSeconds: o.seconds })];
     case 'growth':
       return [await benchGrowth({ quick: o.quick })];
+    case 'parse':
+      return [benchParse({ quick: o.quick })];
     case 'profile': {
       const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-profile-'));
       try {

@@ -3,8 +3,11 @@ import assert from 'node:assert/strict';
 import { COMMANDS, commandHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
 import { transportReason } from './commands.js';
 
+/** Commands that talk to a backend need it; the tests below are about everything else. */
+const INTERNAL_SECRET = 'i'.repeat(32);
+
 function run(argv: string[], env: Record<string, string> = {}): Extract<Parsed, { kind: 'run' }> {
-  const p = parseCli(argv, env);
+  const p = parseCli(argv, { INTERNAL_SECRET, ...env });
   assert.equal(p.kind, 'run');
   return p as Extract<Parsed, { kind: 'run' }>;
 }
@@ -13,13 +16,22 @@ function command(argv: string[], env: Record<string, string> = {}): Command {
   return run(argv, env).command;
 }
 
-function usageError(argv: string[], pattern: RegExp, env: Record<string, string> = {}): void {
+function usageError(argv: string[], pattern: RegExp, env: Record<string, string> = { INTERNAL_SECRET }): void {
   assert.throws(() => parseCli(argv, env), (e: unknown) => {
     assert.ok(e instanceof UsageError, `expected a UsageError, got ${String(e)}`);
     assert.match(e.message, pattern);
     return true;
   });
 }
+
+test('INTERNAL_SECRET: required (and checked) for commands that call a backend, sent by their clients; not for health', () => {
+  const nowhere = { DATA_DIR: '/nonexistent/tokenserver-data' };
+  usageError(['nodes', 'list'], /^nodes list: INTERNAL_SECRET: is required/, nowhere);
+  usageError(['users', 'show', 'sync', 'a@example.com'], /^users show: INTERNAL_SECRET: must be at least 32 bytes/, { ...nowhere, INTERNAL_SECRET: 'short' });
+  assert.equal(run(['nodes', 'list'], nowhere).globals.auth.internalSecret, INTERNAL_SECRET);
+  assert.equal(parseCli(['health', '127.0.0.1:1'], nowhere).kind, 'run');
+  assert.equal(run(['health', '127.0.0.1:1'], nowhere).globals.auth.internalSecret, undefined);
+});
 
 test('every nodes command parses to its request', () => {
   assert.deepEqual(command(['nodes', 'add', 'sync', 'https://n1.example/', '--capacity', '100']), {

@@ -1,9 +1,12 @@
 // Command-line parsing for the operator CLI: a table of commands, help text
 // built from it, and parseCli(), which turns argv + environment into one
-// validated Command without any I/O. Bad input is a UsageError (exit 2).
+// validated Command without any I/O but reading the secret files the environment
+// names. Bad input is a UsageError (exit 2).
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULTS, address, applications, int, list, str, url, type Env } from '../lib/config.js';
+import { DEFAULTS, address, applications, grpcTls, int, internalSecret, list, str, url, type Env } from '../lib/config.js';
+import { readDevInternalSecret } from '../lib/dev-secrets.js';
+import type { ClientAuth } from '../lib/grpc.js';
 import { ConfigError } from '../lib/errors.js';
 
 export const PROGRAM = 'tokenserver-cli';
@@ -40,6 +43,8 @@ export interface Globals {
   deadlineMs: number;
   /** Only the backends the command talks to are resolved (and validated). */
   addrs: Partial<Record<Backend, string>>;
+  /** INTERNAL_SECRET (only for commands that talk to a backend) and mutual TLS. */
+  auth: ClientAuth;
 }
 
 export type Parsed = { kind: 'help'; text: string } | { kind: 'run'; command: Command; globals: Globals };
@@ -214,7 +219,7 @@ export const COMMANDS: CommandSpec[] = [
     options: {
       audience: { type: 'string', value: 'A', description: 'the "aud" claim (default: first of AUDIENCES)' },
       generation: { type: 'string', value: 'N', description: 'generation number in the certificate' },
-      ttl: { type: 'string', value: 'SECONDS', description: 'lifetime of certificate and assertion (default 600)' },
+      ttl: { type: 'string', value: 'SECONDS', description: 'lifetime of certificate and assertion (default 600; login refuses assertions beyond its MAX_ASSERTION_LIFETIME, default 600)' },
       'data-dir': DATA_DIR,
     },
     needs: [],
@@ -341,10 +346,13 @@ function resolveGlobals(spec: CommandSpec, values: Values, env: Env): Globals {
     addrs[backend] =
       typeof flag === 'string' ? viaConfig(`--${backend}`, flag, (e, n) => address(e, n, '')) : viaConfig(variable, env[variable] ?? '', (e, n) => address(e, n, fallback));
   }
+  // Health is open (probes need no secret); next to an `npm start` stack the secret it generated is used.
+  const secret = spec.needs.length > 0 ? internalSecret(env, readDevInternalSecret(str(env, 'DATA_DIR', DEFAULTS.DATA_DIR))) : undefined;
   return {
     json: values.json === true,
     deadlineMs: wholeNumber('--timeout', values.timeout, 50, 600_000) ?? DEFAULTS.GRPC_DEADLINE_MS,
     addrs,
+    auth: { internalSecret: secret, tls: grpcTls(env) },
   };
 }
 

@@ -7,7 +7,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DEFAULTS } from '../lib/config.js';
 import { Conflict, ProtocolError, RecordNotFound, ServiceUnavailable } from '../lib/errors.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient, type ClientAuth } from '../lib/grpc.js';
 import { DirectoryClient } from '../lib/gen/directory.js';
 import { NodeAssignClient, type Node } from '../lib/gen/nodeassign.js';
 import type { Backend, Command, Globals } from './args.js';
@@ -39,8 +39,8 @@ export class Backends {
   private client<B extends Backend>(backend: B): Clients[B] {
     const addr = this.addr(backend);
     this.clients[backend] ??= (backend === 'directory'
-      ? new DirectoryClient(addr, insecure(), CLIENT_OPTIONS)
-      : new NodeAssignClient(addr, insecure(), CLIENT_OPTIONS)) as Clients[B];
+      ? grpcClient(DirectoryClient, addr, this.globals.auth)
+      : grpcClient(NodeAssignClient, addr, this.globals.auth)) as Clients[B];
     return this.clients[backend] as Clients[B];
   }
 
@@ -120,7 +120,8 @@ async function nodesRemove(b: Backends, cmd: Extract<Command, { kind: 'nodes rem
 async function devInit(dataDir: string, trustedIssuersFile: string) {
   const { loadOrCreateDevIdp, DEV_IDP_FILE } = await import('../lib/idp.js');
   const idp = await loadOrCreateDevIdp(dataDir);
-  const doc = Object.fromEntries([...idp.trustedIssuers].map(([issuer, keys]) => [issuer, { keys }]));
+  // `{"<issuer>": {"keys": […], "domains": ["*"]}}`: the development issuer may certify any address.
+  const doc = Object.fromEntries(idp.trustedIssuers);
   await mkdir(path.dirname(trustedIssuersFile), { recursive: true });
   // Write then rename, so a login starting meanwhile never reads half a file.
   const tmp = `${trustedIssuersFile}.${process.pid}.tmp`;
@@ -158,7 +159,7 @@ async function setup(b: Backends, cmd: Extract<Command, { kind: 'setup' }>): Pro
   return { json: { nodes: results, devIdp: idp }, text: (idp ? devInitText(idp) : '') + formatSetup(results) };
 }
 
-async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: number): Promise<Output> {
+async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: number, auth: ClientAuth): Promise<Output> {
   if (/^https?:\/\//.test(cmd.target)) {
     let res: Response;
     try {
@@ -174,7 +175,7 @@ async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: num
     return { json: { target: cmd.target, healthy: true, status: res.status }, text: `healthy (HTTP ${res.status})\n` };
   }
   const HealthClient = grpc.makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
-  const client = new HealthClient(cmd.target, insecure(), CLIENT_OPTIONS);
+  const client = grpcClient(HealthClient, cmd.target, auth);
   try {
     const res = await new Promise<{ status: string }>((resolve, reject) => {
       client.check({ service: cmd.service }, { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, r: { status: string }) =>
@@ -227,7 +228,7 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
       return { json: r, text: devInitText(r) };
     }
     case 'health':
-      return health(cmd, globals.deadlineMs);
+      return health(cmd, globals.deadlineMs, globals.auth);
   }
 }
 

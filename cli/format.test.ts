@@ -80,7 +80,7 @@ test('formatUser shows every field, with placeholders for empty ones', () => {
     generation: 12,
     clientState: 'bbbb',
     seenClientStates: ['aaaa', 'cccc'],
-    replaced: [{ uid: 7, node: 'https://n0.example', replacedAt: Date.UTC(2024, 0, 2) }],
+    replaced: [{ uid: 7, node: 'https://n0.example', replacedAt: Date.UTC(2024, 0, 2), released: false }],
     createdAt: Date.UTC(2024, 0, 1),
   });
   assert.match(full, /^node:\s+https:\/\/n1\.example$/m);

@@ -3,6 +3,7 @@
 // with a ConfigError that names the variable.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { ANY_DOMAIN, normalizeDomain } from './email.js';
 import { ConfigError } from './errors.js';
 
 export type Env = Record<string, string | undefined>;
@@ -22,12 +23,17 @@ export const DEFAULTS = {
   BIND_HOST: '127.0.0.1',
   /** Allowed clock skew for assertions, seconds. */
   ASSERTION_SKEW: 60,
+  /** How far beyond now an assertion's / a certificate's `exp` may lie (plus the skew), seconds. */
+  MAX_ASSERTION_LIFETIME: 600,
+  MAX_CERTIFICATE_LIFETIME: 86_400,
   /** Certificate claim carrying the generation number. */
   GENERATION_CLAIM: 'fxa-generation',
   /** Deadline of each gRPC call from login, milliseconds. */
   GRPC_DEADLINE_MS: 2000,
   /** Retry-After on 503, seconds. */
   RETRY_AFTER: 10,
+  /** Client-state changes one user may make in any 24 hours (DESIGN §10); beyond it 429. */
+  CLIENT_STATE_CHANGES_PER_DAY: 10,
   /** Share of a node's capacity released when no node has slots left. */
   RELEASE_RATE: 0.1,
   MAINTENANCE_MODE: false,
@@ -41,6 +47,8 @@ export const DEFAULTS = {
   UPSTREAM_CONNECT_TIMEOUT_MS: 2000,
   UPSTREAM_TIMEOUT_MS: 30_000,
   LOG_LEVEL: 'info',
+  /** The FxA e-mail domain: there an e-mail's local part is the account id (DESIGN §9.3). */
+  OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com',
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -113,6 +121,15 @@ export function list(env: Env, name: string, fallback: string): string[] {
     .filter((s) => s !== '');
 }
 
+/** A DNS domain name, lowercased. */
+export function domain(env: Env, name: string, fallback: string): string {
+  const v = str(env, name, fallback).toLowerCase();
+  if (v.length > 253 || !/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/.test(v)) {
+    throw new ConfigError(name, `must be a domain name, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
 /** An absolute http(s) URL without a trailing slash, query or fragment. */
 export function url(env: Env, name: string, fallback?: string): string {
   const v = str(env, name, fallback);
@@ -127,19 +144,117 @@ export function url(env: Env, name: string, fallback?: string): string {
   return v.replace(/\/+$/, '');
 }
 
-/** MASTER_SECRETS: comma-separated, newest first. */
+/**
+ * A secret from NAME, or from the file NAME_FILE names (the Docker secrets
+ * convention); undefined when neither is set.
+ */
+export function secretValue(env: Env, name: string): string | undefined {
+  const fileVar = `${name}_FILE`;
+  const direct = env[name]?.trim() ? env[name] : undefined;
+  const file = env[fileVar]?.trim();
+  if (direct !== undefined && file) throw new ConfigError(name, `set either ${name} or ${fileVar}, not both`);
+  if (!file) return direct?.trim();
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(fileVar, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (text.trim() === '') throw new ConfigError(fileVar, `${file} is empty`);
+  return text.trim();
+}
+
+/** Node secrets are half a master's length: 64 characters give 128-bit node secrets (DESIGN §10). */
+export const MIN_MASTER_SECRET_LENGTH = 64;
+/** Bytes of INTERNAL_SECRET (DESIGN §10). */
+export const MIN_INTERNAL_SECRET_BYTES = 32;
+
+/** Secrets that were published in examples, docs or tests: anyone can read them, so none is accepted. */
+export const SAMPLE_SECRETS: ReadonlySet<string> = new Set([
+  'dev-only-not-secret-0123456789abcdef',
+  'entry-point-master-secret-0123456789',
+  'suite-master-secret-newest-0001',
+  'suite-master-secret-older-00002',
+  'fault-master-secret-0123456789abcdef',
+  'outage-master-secret-00000001',
+  'cli-test-master-secret-0123456789',
+  'bench-master-secret-0123456789abcdef',
+]);
+
+/** Why `secrets` cannot be MASTER_SECRETS, or undefined when they can. */
+export function masterSecretsProblem(secrets: readonly string[]): string | undefined {
+  if (secrets.length === 0) return 'must hold at least one secret';
+  for (const s of secrets) {
+    if (SAMPLE_SECRETS.has(s)) return 'holds a published sample value; generate one with `openssl rand -hex 32`';
+    if (s.length < MIN_MASTER_SECRET_LENGTH) {
+      return `each secret must be at least ${MIN_MASTER_SECRET_LENGTH} characters (\`openssl rand -hex 32\`)`;
+    }
+  }
+  return undefined;
+}
+
+/** MASTER_SECRETS (or MASTER_SECRETS_FILE): comma-separated, newest first. */
 export function masterSecrets(env: Env, fallback?: string[]): string[] {
-  const v = env.MASTER_SECRETS;
-  if (v === undefined || v.trim() === '') {
+  const v = secretValue(env, 'MASTER_SECRETS');
+  if (v === undefined) {
     if (fallback && fallback.length > 0) return fallback;
     throw new ConfigError('MASTER_SECRETS', 'is required (comma-separated secrets, newest first)');
   }
-  const secrets = list(env, 'MASTER_SECRETS', '');
-  if (secrets.length === 0) throw new ConfigError('MASTER_SECRETS', 'must hold at least one secret');
-  for (const s of secrets) {
-    if (s.length < 16) throw new ConfigError('MASTER_SECRETS', 'each secret must be at least 16 characters');
-  }
+  const secrets = list({ MASTER_SECRETS: v }, 'MASTER_SECRETS', '');
+  const problem = masterSecretsProblem(secrets);
+  if (problem) throw new ConfigError('MASTER_SECRETS', problem);
   return secrets;
+}
+
+/** INTERNAL_SECRET (or INTERNAL_SECRET_FILE): what every internal gRPC call carries. */
+export function internalSecret(env: Env, fallback?: string): string {
+  const v = secretValue(env, 'INTERNAL_SECRET') ?? fallback;
+  if (v === undefined) throw new ConfigError('INTERNAL_SECRET', 'is required (shared by login, directory, nodeassign and the CLI; `openssl rand -hex 32`)');
+  const problem = internalSecretProblem(v);
+  if (problem) throw new ConfigError('INTERNAL_SECRET', problem);
+  return v;
+}
+
+/** Why `secret` cannot be INTERNAL_SECRET, or undefined when it can. */
+export function internalSecretProblem(secret: string): string | undefined {
+  if (SAMPLE_SECRETS.has(secret)) return 'is a published sample value';
+  if (Buffer.byteLength(secret, 'utf8') < MIN_INTERNAL_SECRET_BYTES) return `must be at least ${MIN_INTERNAL_SECRET_BYTES} bytes (\`openssl rand -hex 32\`)`;
+  return undefined;
+}
+
+/** PEM files for mutual TLS on internal gRPC. */
+export interface GrpcTls {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer;
+}
+
+/** GRPC_TLS_CERT, GRPC_TLS_KEY, GRPC_TLS_CA: all three (mutual TLS) or none (plaintext). */
+export function grpcTls(env: Env): GrpcTls | undefined {
+  const names = ['GRPC_TLS_CERT', 'GRPC_TLS_KEY', 'GRPC_TLS_CA'] as const;
+  const set = names.filter((n) => env[n]?.trim());
+  if (set.length === 0) return undefined;
+  const unset = names.filter((n) => !set.includes(n));
+  if (unset.length > 0) throw new ConfigError(unset[0], `must be set with ${set.join(' and ')} (all three or none)`);
+  const [cert, key, ca] = names.map((n) => {
+    const file = str(env, n);
+    try {
+      return readFileSync(file);
+    } catch (e) {
+      throw new ConfigError(n, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  });
+  return { cert, key, ca };
+}
+
+/** How a gRPC server or client authenticates internal calls (DESIGN §10). */
+export interface GrpcAuth {
+  internalSecret: string;
+  tls?: GrpcTls;
+}
+
+export function grpcAuth(env: Env, fallbackSecret?: string): GrpcAuth {
+  return { internalSecret: internalSecret(env, fallbackSecret), tls: grpcTls(env) };
 }
 
 /** APPLICATIONS: `name/version,...` → name → versions. */
@@ -169,12 +284,49 @@ export interface JsonWebKeyLike {
   kty: string;
   [k: string]: unknown;
 }
-export type TrustedIssuers = Map<string, JsonWebKeyLike[]>;
+export interface TrustedIssuer {
+  keys: JsonWebKeyLike[];
+  /** E-mail domains it may certify, normalised (lib/email.ts); `*` for any. */
+  domains: string[];
+}
+export type TrustedIssuers = Map<string, TrustedIssuer>;
 
-/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …]}}`. */
+/**
+ * The domain an issuer certifies when its entry lists none: its host name
+ * (`idp.example` for `idp.example`, `https://idp.example/` or `idp.example:8443`);
+ * null when the issuer name is not a host name or a URL.
+ */
+export function issuerHostName(issuer: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(issuer.includes('://') ? issuer : `https://${issuer}`);
+  } catch {
+    return null;
+  }
+  // A bare name must be exactly a host (and port): "idp.example/x" is not one.
+  if (!issuer.includes('://') && u.host !== issuer.toLowerCase()) return null;
+  return u.hostname === '' ? null : normalizeDomain(u.hostname);
+}
+
+function issuerDomains(issuer: string, raw: unknown, variable: string): string[] {
+  if (raw === undefined) {
+    const host = issuerHostName(issuer);
+    if (!host) throw new ConfigError(variable, `issuer ${issuer}: not a host name, so "domains" must list what it may certify`);
+    return [host];
+  }
+  if (!Array.isArray(raw) || raw.length === 0) throw new ConfigError(variable, `issuer ${issuer}: "domains" must be a non-empty array (["*"] for any domain)`);
+  return raw.map((d) => {
+    if (typeof d !== 'string' || d === '' || d.length > 255 || /[\s@]/.test(d) || (d.includes('*') && d !== ANY_DOMAIN)) {
+      throw new ConfigError(variable, `issuer ${issuer}: every domain must be a domain name or "*" (subdomains are not matched: list each), got ${JSON.stringify(d)}`);
+    }
+    return normalizeDomain(d);
+  });
+}
+
+/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …], "domains": ["corp.example", …]}}`. */
 export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'): TrustedIssuers {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …]}}');
+    throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …], "domains": ["<e-mail domain>", …]}}');
   }
   const out: TrustedIssuers = new Map();
   for (const [issuer, entry] of Object.entries(doc)) {
@@ -185,7 +337,7 @@ export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'):
         throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty"`);
       }
     }
-    out.set(issuer, keys as JsonWebKeyLike[]);
+    out.set(issuer, { keys: keys as JsonWebKeyLike[], domains: issuerDomains(issuer, (entry as { domains?: unknown }).domains, variable) });
   }
   return out;
 }
@@ -213,6 +365,12 @@ export interface DirectoryConfig {
   storeUrl: string;
   port: number;
   host: string;
+  clientStateChangesPerDay: number;
+  auth: GrpcAuth;
+}
+
+export function clientStateChangesPerDay(env: Env): number {
+  return int(env, 'CLIENT_STATE_CHANGES_PER_DAY', DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY, 1, 10_000);
 }
 
 export function directoryConfig(env: Env): DirectoryConfig {
@@ -220,6 +378,8 @@ export function directoryConfig(env: Env): DirectoryConfig {
     storeUrl: storeUrl(env),
     port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
+    clientStateChangesPerDay: clientStateChangesPerDay(env),
+    auth: grpcAuth(env),
   };
 }
 
@@ -228,6 +388,7 @@ export interface NodeAssignConfig {
   port: number;
   host: string;
   releaseRate: number;
+  auth: GrpcAuth;
 }
 
 export function nodeAssignConfig(env: Env): NodeAssignConfig {
@@ -236,6 +397,7 @@ export function nodeAssignConfig(env: Env): NodeAssignConfig {
     port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     releaseRate: num(env, 'RELEASE_RATE', DEFAULTS.RELEASE_RATE, 0.0001, 1),
+    auth: grpcAuth(env),
   };
 }
 
@@ -250,28 +412,35 @@ export interface LoginConfig {
   allowNewUsers: boolean;
   directoryAddr: string;
   nodeAssignAddr: string;
+  /** How login authenticates to directory and nodeassign. */
+  auth: GrpcAuth;
   assertionSkew: number;
+  maxAssertionLifetime: number;
+  maxCertificateLifetime: number;
   generationClaim: string;
   grpcDeadlineMs: number;
   retryAfter: number;
   maintenanceMode: boolean;
   overload: OverloadConfig;
+  /** Lowercase. */
+  oauthEmailDomain: string;
 }
 
 /**
  * `overrides` lets the embedded stack supply what it generates (secrets, the
- * development issuer) where the environment leaves them unset.
+ * development issuer) where the environment leaves them unset. A
+ * TRUSTED_ISSUERS file replaces the development issuer rather than joining it:
+ * an operator who lists issuers means exactly those.
  */
 export function loginConfig(
   env: Env,
-  overrides: { masterSecrets?: string[]; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
+  overrides: { masterSecrets?: string[]; internalSecret?: string; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
 ): LoginConfig {
   const audiences = env.AUDIENCES?.trim() ? list(env, 'AUDIENCES', '') : overrides.audiences;
   if (!audiences || audiences.length === 0) throw new ConfigError('AUDIENCES', 'is required (accepted "aud" values)');
   let trustedIssuers: TrustedIssuers;
   if (env.TRUSTED_ISSUERS?.trim()) {
     trustedIssuers = trustedIssuersFile(env);
-    for (const [iss, keys] of overrides.trustedIssuers ?? []) if (!trustedIssuers.has(iss)) trustedIssuers.set(iss, keys);
   } else if (overrides.trustedIssuers) {
     trustedIssuers = overrides.trustedIssuers;
   } else {
@@ -288,12 +457,16 @@ export function loginConfig(
     allowNewUsers: bool(env, 'ALLOW_NEW_USERS', DEFAULTS.ALLOW_NEW_USERS),
     directoryAddr: address(env, 'DIRECTORY_ADDR', DEFAULTS.DIRECTORY_ADDR),
     nodeAssignAddr: address(env, 'NODEASSIGN_ADDR', DEFAULTS.NODEASSIGN_ADDR),
+    auth: grpcAuth(env, overrides.internalSecret),
     assertionSkew: int(env, 'ASSERTION_SKEW', DEFAULTS.ASSERTION_SKEW, 0, 3600),
+    maxAssertionLifetime: int(env, 'MAX_ASSERTION_LIFETIME', DEFAULTS.MAX_ASSERTION_LIFETIME, 1, 86_400 * 365),
+    maxCertificateLifetime: int(env, 'MAX_CERTIFICATE_LIFETIME', DEFAULTS.MAX_CERTIFICATE_LIFETIME, 1, 86_400 * 365),
     generationClaim: str(env, 'GENERATION_CLAIM', DEFAULTS.GENERATION_CLAIM),
     grpcDeadlineMs: int(env, 'GRPC_DEADLINE_MS', DEFAULTS.GRPC_DEADLINE_MS, 50, 60_000),
     retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
     maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
     overload: overloadConfig(env),
+    oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
   };
 }
 

@@ -120,6 +120,16 @@ export class PayloadTooLarge extends ProtocolError {
   static override readonly location: ErrorLocation = 'body';
 }
 
+/** 429 with Retry-After (seconds): a per-user rate limit, e.g. client-state changes per day. */
+export class TooManyRequests extends ProtocolError {
+  override readonly status = 429;
+  readonly retryAfter: number;
+  constructor(description: string, retryAfter = 1) {
+    super(description, { headers: { 'Retry-After': String(retryAfter) } });
+    this.retryAfter = retryAfter;
+  }
+}
+
 /** An internal fault. Its message goes to the logs only. */
 export class InternalError extends ProtocolError {
   override readonly status = 500;
@@ -166,6 +176,7 @@ export const errorClasses: Record<string, new (description: string) => ProtocolE
   NotFound,
   NotAcceptable,
   PayloadTooLarge,
+  TooManyRequests,
   InternalError,
   BadGateway,
   ServiceUnavailable,

@@ -1,15 +1,24 @@
 // gRPC plumbing shared by every service: handlers that turn thrown errors into
 // gRPC status + metadata (the only place that does), clients that apply a
-// deadline and turn gRPC errors back into the same ProtocolError classes.
+// deadline and turn gRPC errors back into the same ProtocolError classes, and
+// internal authentication (shared secret in metadata, optional mutual TLS).
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import { errorClasses, InternalError, ProtocolError, ServiceUnavailable } from './errors.js';
-import type { Logger } from './log.js';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { GrpcAuth, GrpcTls } from './config.js';
+import { errorClasses, InternalError, ProtocolError, ServiceUnavailable, TooManyRequests } from './errors.js';
+import { logger, type Logger } from './log.js';
 import { outcomeOf } from './metrics.js';
 import { requestIdFrom } from './request-id.js';
 
 const ERROR_CLASS = 'x-error-class';
+/** A rate limit's Retry-After, which only the server knows. */
+const RETRY_AFTER = 'x-retry-after';
 export const REQUEST_ID = 'x-request-id';
+/** Metadata entry carrying INTERNAL_SECRET on every internal call. */
+export const INTERNAL_SECRET_HEADER = 'x-internal-secret';
+/** Left open so that orchestrators can probe without the secret; it reveals only SERVING or not. */
+const OPEN_PATH_PREFIX = '/grpc.health.v1.Health/';
 
 function grpcCode(err: ProtocolError): grpc.status {
   switch (err.status) {
@@ -21,6 +30,8 @@ function grpcCode(err: ProtocolError): grpc.status {
       return grpc.status.PERMISSION_DENIED;
     case 404:
       return grpc.status.NOT_FOUND;
+    case 429:
+      return grpc.status.RESOURCE_EXHAUSTED;
     case 409:
       return grpc.status.ALREADY_EXISTS;
     case 503:
@@ -35,6 +46,7 @@ export function toServiceError(err: unknown, log: Logger, method: string): Parti
   const metadata = new grpc.Metadata();
   if (err instanceof ProtocolError) {
     metadata.set(ERROR_CLASS, err.name);
+    if (err instanceof TooManyRequests) metadata.set(RETRY_AFTER, String(err.retryAfter));
     if (!err.expose) log.warn({ method, err: err.message, class: err.name }, 'rpc failed');
     return { code: grpcCode(err), details: err.message, metadata };
   }
@@ -78,6 +90,10 @@ export function fromServiceError(err: grpc.ServiceError, retryAfter: number): Pr
   const cls = err.metadata?.get(ERROR_CLASS)[0];
   if (typeof cls === 'string' && cls in errorClasses) {
     const e = new errorClasses[cls](err.details);
+    if (e instanceof TooManyRequests) {
+      const seconds = Number(err.metadata.get(RETRY_AFTER)[0]);
+      return new TooManyRequests(err.details, Number.isSafeInteger(seconds) && seconds > 0 ? seconds : e.retryAfter);
+    }
     if (e instanceof ServiceUnavailable && e.retryAfter !== retryAfter) {
       return new (e.constructor as typeof ServiceUnavailable)(err.details, retryAfter);
     }
@@ -127,8 +143,63 @@ export const CLIENT_OPTIONS: grpc.ClientOptions = {
   'grpc.keepalive_timeout_ms': 5_000,
 };
 
-export function insecure(): grpc.ChannelCredentials {
-  return grpc.credentials.createInsecure();
+/** Whether `given` (a metadata value) is `expected`, in time independent of where they differ. */
+export function secretMatches(expected: string, given: unknown): boolean {
+  if (typeof given !== 'string') return false;
+  // Equal-length digests: timingSafeEqual needs equal lengths, and the length of the secret stays hidden too.
+  const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+  return timingSafeEqual(digest(expected), digest(given));
+}
+
+/** Server side: every call but health must carry the internal secret, else UNAUTHENTICATED before any handler runs. */
+function requireSecret(secret: string, log: Logger): grpc.ServerInterceptor {
+  return (method, call) => {
+    if (method.path.startsWith(OPEN_PATH_PREFIX)) return new grpc.ServerInterceptingCall(call);
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, mdNext) => {
+            const given = metadata.get(INTERNAL_SECRET_HEADER);
+            if (given.length === 1 && secretMatches(secret, given[0])) return mdNext(metadata);
+            // Never the value: only whether one came.
+            log.warn({ method: method.path, peer: call.getPeer(), reason: given.length === 0 ? 'no secret' : 'wrong secret' }, 'rpc refused: internal secret');
+            call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: 'missing or wrong internal secret' });
+          },
+        }),
+    });
+  };
+}
+
+function serverCredentials(tls: GrpcTls | undefined): grpc.ServerCredentials {
+  if (!tls) return grpc.ServerCredentials.createInsecure();
+  // true: a client without a certificate signed by the CA is refused during the handshake.
+  return grpc.ServerCredentials.createSsl(tls.ca, [{ private_key: tls.key, cert_chain: tls.cert }], true);
+}
+
+/** What a client needs to authenticate: the secret (not needed for health probes) and the TLS files. */
+export type ClientAuth = Partial<GrpcAuth>;
+
+/** The one way to make a gRPC client: TLS when configured, the internal secret on every call. */
+export function grpcClient<C extends grpc.Client>(
+  Client: new (address: string, credentials: grpc.ChannelCredentials, options: grpc.ClientOptions) => C,
+  address: string,
+  auth: ClientAuth,
+): C {
+  const credentials = auth.tls ? grpc.credentials.createSsl(auth.tls.ca, auth.tls.key, auth.tls.cert) : grpc.credentials.createInsecure();
+  const secret = auth.internalSecret;
+  // Metadata through an interceptor, not call credentials: grpc-js refuses call credentials on plaintext channels.
+  const interceptors: grpc.Interceptor[] = secret
+    ? [
+        (options, nextCall) =>
+          new grpc.InterceptingCall(nextCall(options), {
+            start: (metadata, listener, next) => {
+              metadata.set(INTERNAL_SECRET_HEADER, secret);
+              next(metadata, listener);
+            },
+          }),
+      ]
+    : [];
+  return new Client(address, credentials, { ...CLIENT_OPTIONS, interceptors });
 }
 
 export interface RunningServer {
@@ -143,8 +214,9 @@ export async function startServer(
   services: Array<{ definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation; name: string }>,
   host: string,
   port: number,
+  auth: GrpcAuth,
 ): Promise<RunningServer> {
-  const server = new grpc.Server();
+  const server = new grpc.Server({ interceptors: [requireSecret(auth.internalSecret, logger('grpc'))] });
   const statuses: Record<string, 'SERVING'> = { '': 'SERVING' };
   for (const s of services) {
     server.addService(s.definition, s.implementation);
@@ -153,7 +225,7 @@ export async function startServer(
   const health = new HealthImplementation(statuses);
   health.addToServer(server);
   const bound = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+    server.bindAsync(`${host}:${port}`, serverCredentials(auth.tls), (err, p) => (err ? reject(err) : resolve(p)));
   });
   return {
     server,
@@ -180,9 +252,10 @@ export async function serveWithStore<S extends { close(): Promise<void> }>(
   service: { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation; name: string },
   host: string,
   port: number,
+  auth: GrpcAuth,
 ): Promise<{ port: number; close(): Promise<void> }> {
   try {
-    const running = await startServer([service], host, port);
+    const running = await startServer([service], host, port, auth);
     return {
       port: running.port,
       close: async () => {

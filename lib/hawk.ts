@@ -60,25 +60,28 @@ export function parseHawkHeader(header: string | undefined): HawkAttributes {
     throw new Unauthorized('unsupported authorization scheme, expected Hawk', { headers: { 'WWW-Authenticate': 'Hawk' } });
   }
   const rest = header.slice(scheme.length);
-  if (!/^[ \t]+\S/.test(rest)) throw malformed('Hawk header has no attributes');
+  // Whitespace is JavaScript's `\s`, as in the reference (the hawk package's parser): tests in
+  // lib/hawk.differential.test.ts. After the scheme it may span lines; the attributes may not.
+  const lead = /^\s*/.exec(rest)![0];
+  const attributes = rest.slice(lead.length);
+  if (lead === '' || attributes === '') throw malformed('Hawk header has no attributes');
+  if (/[\n\r\u2028\u2029]/.test(attributes)) throw malformed('Hawk attributes must be on one line');
 
   const found: Partial<Record<AttributeName, string>> = {};
-  // name="value" pairs separated by commas, optional spaces around separators.
-  const pair = /[ \t]*(\w+)="([^"]*)"[ \t]*(,|$)/y;
+  // name="value" pairs separated by commas; a trailing comma is allowed, as the reference allows it.
+  const pair = /(\w+)="([^"]*)"\s*(,\s*|$)/y;
   let pos = 0;
-  let more = true;
-  while (more) {
+  while (pos < attributes.length) {
     pair.lastIndex = pos;
-    const m = pair.exec(rest);
-    if (!m) throw malformed(`malformed Hawk attribute near ${JSON.stringify(rest.slice(pos, pos + 20).trim())}, expected name="value"`);
-    const [, name, value, separator] = m;
+    const m = pair.exec(attributes);
+    if (!m) throw malformed(`malformed Hawk attribute near ${JSON.stringify(attributes.slice(pos, pos + 20).trim())}, expected name="value"`);
+    const [, name, value] = m;
     if (!(ATTRIBUTE_NAMES as readonly string[]).includes(name)) throw malformed(`unknown Hawk attribute "${name}"`);
+    if (value === '') throw malformed(`Hawk attribute "${name}" is empty`);
     if (!VALUE_CHARS.test(value)) throw malformed(`Hawk attribute "${name}" holds a character outside printable ASCII or a backslash`);
     if (found[name as AttributeName] !== undefined) throw malformed(`duplicate Hawk attribute "${name}"`);
     found[name as AttributeName] = value;
     pos = pair.lastIndex;
-    more = separator === ',';
-    if (more && rest.slice(pos).trim() === '') throw malformed('trailing comma after the last Hawk attribute');
   }
   for (const name of REQUIRED) {
     if (!found[name]) throw malformed(`missing Hawk attribute "${name}"`);

@@ -57,7 +57,7 @@ test('development IdP: key created once with mode 0600, reused after, assertions
     assert.equal(again.issuer, first.issuer);
     assert.deepEqual(again.trustedIssuers.get(again.issuer), first.trustedIssuers.get(first.issuer));
 
-    const issuerJwk = first.trustedIssuers.get(first.issuer)![0];
+    const issuerJwk = first.trustedIssuers.get(first.issuer)!.keys[0];
     const [cert, assertion] = (await again.makeAssertion('dev@example.com', { audience: 'http://localhost:8000', generation: 3 })).split('~');
     const c = await verifiedPayload(cert, issuerJwk);
     assert.equal(c.iss, first.issuer);

@@ -6,6 +6,7 @@ import { CompactSign, exportJWK, generateKeyPair, importJWK, type CryptoKey, typ
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers } from './config.js';
+import { ANY_DOMAIN } from './email.js';
 
 export type SigningAlg = 'RS256' | 'ES256' | 'EdDSA';
 
@@ -99,6 +100,15 @@ export function legacyRsaPublicKey(jwk: JsonWebKeyLike): LegacyRsaPublicKey {
 export const DEV_IDP_FILE = 'dev-idp.json';
 export const DEV_ISSUER = 'dev-idp.localhost';
 
+/** Said at start wherever the development issuer is trusted (npm start, or a TRUSTED_ISSUERS file that lists it). */
+export const DEV_IDP_WARNING =
+  `the development IdP (${DEV_ISSUER}) is TRUSTED: whoever can read its key (${DEV_IDP_FILE}) can log in as any user. ` +
+  'Never expose this to the internet; in production TRUSTED_ISSUERS lists the issuers.';
+
+export function trustsDevIdp(trusted: TrustedIssuers): boolean {
+  return trusted.has(DEV_ISSUER);
+}
+
 interface DevIdpFile {
   issuer: string;
   alg: SigningAlg;
@@ -115,7 +125,11 @@ export interface DevAssertionOptions {
 
 export interface DevIdp {
   issuer: string;
-  /** `{issuer → [public JWK]}`, to trust this issuer (embedded stack only). */
+  /**
+   * `{issuer → its public JWK, any e-mail domain}`, to trust this issuer (embedded
+   * stack only). Any domain, because the demo and the CLI make assertions for
+   * whatever address they are given; that is why only `npm start` trusts it.
+   */
   trustedIssuers: TrustedIssuers;
   /** A fresh `cert~assertion` bundle for `email`. */
   makeAssertion(email: string, o: DevAssertionOptions): Promise<string>;
@@ -141,7 +155,7 @@ export async function loadOrCreateDevIdp(dataDir: string, opts: { generationClai
   if (!stored) {
     const key = await generateKey('ES256');
     const created: DevIdpFile = { issuer: DEV_ISSUER, alg: key.alg, privateJwk: await exportJWK(key.privateKey), publicJwk: key.publicJwk };
-    await mkdir(dataDir, { recursive: true });
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
     try {
       // 'wx': if another process created it first, use theirs.
       await writeFile(file, JSON.stringify(created, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
@@ -157,7 +171,7 @@ export async function loadOrCreateDevIdp(dataDir: string, opts: { generationClai
   let userKey: Promise<KeyPair> | undefined;
   return {
     issuer,
-    trustedIssuers: new Map([[issuer, [publicJwk]]]),
+    trustedIssuers: new Map([[issuer, { keys: [publicJwk], domains: [ANY_DOMAIN] }]]),
     async makeAssertion(email, o) {
       userKey ??= generateKey('ES256');
       const user = await userKey;

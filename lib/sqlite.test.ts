@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { openSqlite, retryWhileBusy } from './sqlite.js';
@@ -36,6 +36,22 @@ test('openSqlite creates folders, switches to WAL, and two stores can share a ne
     assert.deepEqual(two.prepare('SELECT count(*) AS n FROM t2').get(), { n: 1 });
     one.close();
     two.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('openSqlite creates the database (and its WAL files) readable by the owner only, in a 0700 folder', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sqlite-'));
+  try {
+    const file = path.join(dir, 'data', 'db.sqlite');
+    const db = openSqlite(file, 'CREATE TABLE IF NOT EXISTS t (x INTEGER)');
+    db.prepare('INSERT INTO t (x) VALUES (1)').run();
+    const mode = (f: string) => statSync(f).mode & 0o777;
+    assert.equal(mode(file), 0o600);
+    assert.equal(mode(`${file}-wal`), 0o600);
+    assert.equal(mode(path.dirname(file)), 0o700);
+    db.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

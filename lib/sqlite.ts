@@ -1,7 +1,7 @@
 // SQLite connections for the embedded stores: one file may hold both the
 // users and the nodes tables, each store with its own connection.
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 
 const OPEN_ATTEMPTS = 50;
@@ -31,7 +31,12 @@ export function retryWhileBusy<T>(step: () => T, attempts = OPEN_ATTEMPTS): T {
 
 /** Opens (creating folders and schema as needed) a SQLite database shared by the stores. */
 export function openSqlite(file: string, schema: string): Database.Database {
-  if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  if (file !== ':memory:') {
+    mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
+    // Created 0600 before SQLite opens it: SQLite would use the umask (often 0644), and
+    // it gives the -wal and -shm files the database file's mode.
+    closeSync(openSync(file, 'a', 0o600));
+  }
   const db = new Database(file);
   // Another process (or the other store) may hold the write lock for a moment.
   db.pragma('busy_timeout = 5000');

@@ -49,6 +49,14 @@ export function nodeSecrets(masters: readonly string[], nodeUrl: string): string
   return remember(nodeSecretCache, `${nodeUrl}\n${masters.join('\n')}`, () => masters.map((m) => deriveNodeSecret(m, nodeUrl)));
 }
 
+// Not a tokenlib derivation: ours, so its info string names this service.
+const ACCOUNT_ID_INFO = 'tokenserver/v1/account-id';
+
+/** The HMAC key of opaque account ids (fxa_uid of non-FxA e-mails): HKDF(master, no salt, fixed info, 32). */
+export function accountIdKey(master: string): Buffer {
+  return hkdf(master, '', ACCOUNT_ID_INFO, 32);
+}
+
 export function signingKey(secret: string): Buffer {
   return remember(signingKeyCache, secret, () => hkdf(secret, '', SIGNING_INFO, 32));
 }

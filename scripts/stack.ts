@@ -1,13 +1,15 @@
 // The embedded stack (`npm start`): every service in one process over real
 // gRPC and HTTP on loopback, SQLite under DATA_DIR, a development IdP that is
-// trusted in this mode only, and a demo application behind the gateway.
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+// trusted in this mode only (and not when TRUSTED_ISSUERS names the issuers),
+// and a demo application behind the gateway.
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { DEFAULTS, applications, gatewayConfig, loginConfig, port, str, storeUrl, type Env } from '../lib/config.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { DEFAULTS, MIN_MASTER_SECRET_LENGTH, applications, clientStateChangesPerDay, gatewayConfig, grpcAuth, loginConfig, port, str, storeUrl, type Env, type GrpcAuth } from '../lib/config.js';
+import { loadOrCreateDevSecrets } from '../lib/dev-secrets.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { logger } from '../lib/log.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
-import { loadOrCreateDevIdp } from '../lib/idp.js';
+import { loadOrCreateDevIdp, trustsDevIdp } from '../lib/idp.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin } from '../services/login/server.js';
@@ -22,26 +24,26 @@ export interface Stack {
   nodeAssignAddr: string;
   audience: string;
   dataDir: string;
+  /** Whether login trusts the development IdP (start.ts warns loudly when it does). */
+  devIdpTrusted: boolean;
   close(): Promise<void>;
-}
-
-/** Master secrets from MASTER_SECRETS, else generated once and kept under the data folder. */
-export function loadOrCreateSecrets(dataDir: string): string[] {
-  const file = path.join(dataDir, 'secrets.json');
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')).masterSecrets as string[];
-  const masterSecrets = [randomBytes(32).toString('hex')];
-  writeFileSync(file, JSON.stringify({ masterSecrets }, null, 2) + '\n', { mode: 0o600 });
-  return masterSecrets;
 }
 
 const NODE_CAPACITY = 10_000;
 
 export async function startStack(env: Env): Promise<Stack> {
   const dataDir = path.resolve(str(env, 'DATA_DIR', DEFAULTS.DATA_DIR));
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const host = str(env, 'BIND_HOST', DEFAULTS.BIND_HOST);
-  const masterSecrets = env.MASTER_SECRETS?.trim() ? undefined : loadOrCreateSecrets(dataDir);
-  const devIdp = await loadOrCreateDevIdp(dataDir);
+  // Whichever secret the environment does not give comes from DATA_DIR/secrets.json (generated once).
+  const dev = loadOrCreateDevSecrets(dataDir);
+  if (dev.replacedMaster) {
+    logger('stack').warn(`${path.join(dataDir, 'secrets.json')} held a master secret refused now (under ${MIN_MASTER_SECRET_LENGTH} characters, or a published sample): replaced by a new one (tokens issued before no longer verify)`);
+  }
+  const masterSecrets = dev.masterSecrets;
+  const auth = grpcAuth(env, dev.internalSecret);
+  // An operator who sets TRUSTED_ISSUERS means exactly those issuers.
+  const devIdp = env.TRUSTED_ISSUERS?.trim() ? null : await loadOrCreateDevIdp(dataDir);
   const store = storeUrl({ ...env, DATA_DIR: dataDir });
   const apps = applications(env);
   const closers: Array<() => Promise<void>> = [];
@@ -49,9 +51,15 @@ export async function startStack(env: Env): Promise<Stack> {
     for (const c of closers.reverse()) await c().catch(() => undefined);
   };
   try {
-    const directory = await startDirectory({ storeUrl: store, host, port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT) });
+    const directory = await startDirectory({
+      storeUrl: store,
+      host,
+      port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
+      clientStateChangesPerDay: clientStateChangesPerDay(env),
+      auth,
+    });
     closers.push(directory.close);
-    const nodeAssign = await startNodeAssign({ storeUrl: store, host, port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT) });
+    const nodeAssign = await startNodeAssign({ storeUrl: store, host, port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT), auth });
     closers.push(nodeAssign.close);
     const directoryAddr = `${host}:${directory.port}`;
     const nodeAssignAddr = `${host}:${nodeAssign.port}`;
@@ -76,7 +84,8 @@ export async function startStack(env: Env): Promise<Stack> {
     // The audience is the login URL a client talks to; with LOGIN_PORT=0 it is known once bound.
     let lgConfig = loginConfig(loginEnv, {
       masterSecrets,
-      trustedIssuers: devIdp.trustedIssuers,
+      internalSecret: dev.internalSecret,
+      trustedIssuers: devIdp?.trustedIssuers,
       audiences: [`http://${displayHost(host)}:${loginPort}`],
     });
     let login = await startLogin(lgConfig);
@@ -87,7 +96,7 @@ export async function startStack(env: Env): Promise<Stack> {
     }
     closers.push(login.close);
 
-    await registerNodes(nodeAssignAddr, [...apps.keys()], gwConfig.nodeUrl);
+    await registerNodes(nodeAssignAddr, auth, [...apps.keys()], gwConfig.nodeUrl);
 
     return {
       loginUrl: `http://${displayHost(host)}:${login.port}`,
@@ -97,6 +106,7 @@ export async function startStack(env: Env): Promise<Stack> {
       nodeAssignAddr,
       audience: lgConfig.audiences[0],
       dataDir,
+      devIdpTrusted: trustsDevIdp(lgConfig.trustedIssuers),
       close,
     };
   } catch (e) {
@@ -110,8 +120,8 @@ function displayHost(host: string): string {
 }
 
 /** One node per application, unless that application has nodes already. */
-async function registerNodes(nodeAssignAddr: string, apps: string[], nodeUrl: string): Promise<void> {
-  const client = new NodeAssignClient(nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+async function registerNodes(nodeAssignAddr: string, auth: GrpcAuth, apps: string[], nodeUrl: string): Promise<void> {
+  const client = grpcClient(NodeAssignClient, nodeAssignAddr, auth);
   const opts = { deadlineMs: 5000, retryAfter: DEFAULTS.RETRY_AFTER };
   try {
     for (const service of apps) {

@@ -58,5 +58,18 @@ done
 
 rc=0
 if [ "${#rest[@]}" -gt 0 ]; then node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${rest[@]}" || rc=$?; fi
-[ "$rc" = 0 ] && rc=$containers_rc
-exit "$rc"
+[ "$rc" = 0 ] || exit "$rc"
+
+# ---- outside clients (Python) ----
+# A full run (no file arguments) ends with the Python suite against the embedded
+# stack (scripts/python-tests.sh); the node run above already stopped the script
+# if it failed, so the exit status fails when either does. SKIP_PYTHON_TESTS=1 opts out.
+if [ "$#" -eq 0 ] && [ -z "${SKIP_PYTHON_TESTS:-}" ]; then
+  bash scripts/python-tests.sh
+elif [ "$#" -eq 0 ]; then
+  echo "test.sh: SKIP_PYTHON_TESTS is set; the Python outside-clients suite did not run" >&2
+fi
+# ---- end outside clients ----
+
+# The container checks ran first; their result counts too.
+exit "$containers_rc"

@@ -10,6 +10,7 @@ import {
   NewUsersDisabledError,
   ServiceUnavailableError,
   statusStringOf,
+  TooManyRequestsError,
 } from './errors.js';
 
 const body = (status: string, description = 'why') => ({ status, errors: [{ location: 'header', name: 'Authorization', description }] });
@@ -54,6 +55,15 @@ test('a 503 is ServiceUnavailableError with retryAfter', () => {
   assert.equal(err.retryAfter, 42);
   assert.equal(err.status, 503);
   assert.equal(err.statusString, 'error');
+});
+
+test('a 429 is TooManyRequestsError with retryAfter', () => {
+  const err = loginErrorFrom(429, body('error', 'too many client-state changes'), 3600);
+  assert.ok(err instanceof TooManyRequestsError);
+  assert.equal(err.retryAfter, 3600);
+  assert.equal(err.status, 429);
+  assert.equal(err.statusString, 'error');
+  assert.equal(err.message, 'login failed: 429 error: too many client-state changes');
 });
 
 test('statusStringOf reads only a string status', () => {

@@ -27,14 +27,29 @@ export class InvalidClientStateError extends LoginError {}
 /** 403 new-users-disabled: this user is unknown and the service takes no new users. */
 export class NewUsersDisabledError extends LoginError {}
 
-/** 503: the login service (or a backend, or node room) is unavailable; no request before `retryAfter` seconds. */
-export class ServiceUnavailableError extends LoginError {
+/** An answer that says when to ask again: `retryAfter` seconds (from Retry-After). */
+export abstract class RetryLaterError extends LoginError {
   constructor(
     message: string,
+    status: number,
     body: unknown,
     readonly retryAfter: number,
   ) {
-    super(message, 503, statusStringOf(body) ?? 'error', body);
+    super(message, status, statusStringOf(body) ?? 'error', body);
+  }
+}
+
+/** 503: the login service (or a backend, or node room) is unavailable; no request before `retryAfter` seconds. */
+export class ServiceUnavailableError extends RetryLaterError {
+  constructor(message: string, body: unknown, retryAfter: number) {
+    super(message, 503, body, retryAfter);
+  }
+}
+
+/** 429: too many client-state changes for this user today; the next is allowed after `retryAfter` seconds. */
+export class TooManyRequestsError extends RetryLaterError {
+  constructor(message: string, body: unknown, retryAfter: number) {
+    super(message, 429, body, retryAfter);
   }
 }
 
@@ -75,10 +90,11 @@ function describe(status: number, statusString: string, body: unknown): string {
   return `login failed: ${status} ${statusString}` + (typeof first === 'string' && first !== '' ? `: ${first}` : '');
 }
 
-/** The typed error for a non-200 login answer. `retryAfter` (seconds) is used for a 503. */
+/** The typed error for a non-200 login answer. `retryAfter` (seconds) is used for a 503 and a 429. */
 export function loginErrorFrom(status: number, body: unknown, retryAfter: number): LoginError {
   const statusString = statusStringOf(body) ?? 'error';
   if (status === 503) return new ServiceUnavailableError(describe(status, statusString, body), body, retryAfter);
+  if (status === 429) return new TooManyRequestsError(describe(status, statusString, body), body, retryAfter);
   const Class = BY_STATUS_STRING.get(statusString) ?? LoginError;
   return new Class(describe(status, statusString, body), status, statusString, body);
 }

@@ -16,6 +16,8 @@ export {
   InvalidGenerationError,
   InvalidClientStateError,
   NewUsersDisabledError,
+  RetryLaterError,
   ServiceUnavailableError,
+  TooManyRequestsError,
   BackoffError,
 } from './errors.js';

@@ -17,6 +17,7 @@ import { loginConfig } from '../lib/config.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin } from '../services/login/server.js';
+import { newSecret, TEST_AUTH } from './support/services.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = path.join(ROOT, 'cli/main.ts');
@@ -111,12 +112,12 @@ before(async () => {
   mkdirSync(path.join(dir, 'build'));
   bundle = await bundleCli(path.join(dir, 'build'));
   const storeUrl = `sqlite:${path.join(dir, 'tokenserver.db')}`;
-  const directory = await startDirectory({ storeUrl });
+  const directory = await startDirectory({ storeUrl, auth: TEST_AUTH });
   closers.push(directory.close);
-  const nodeAssign = await startNodeAssign({ storeUrl });
+  const nodeAssign = await startNodeAssign({ storeUrl, auth: TEST_AUTH });
   closers.push(nodeAssign.close);
   directoryPort = directory.port;
-  env = { DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}` };
+  env = { DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}`, INTERNAL_SECRET: TEST_AUTH.internalSecret };
   audience = 'http://login.test';
   // The development issuer login trusts comes from the CLI itself, as in the compose stack.
   await ok(['dev', 'init', '--data-dir', dir]);
@@ -124,7 +125,7 @@ before(async () => {
     loginConfig({
       ...env,
       LOGIN_PORT: '0',
-      MASTER_SECRETS: 'cli-test-master-secret-0123456789',
+      MASTER_SECRETS: newSecret(),
       AUDIENCES: audience,
       TRUSTED_ISSUERS: path.join(dir, 'trusted-issuers.json'),
       APPLICATIONS: 'sync/1.5',

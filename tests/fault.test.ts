@@ -11,7 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gatewayConfig, loginConfig } from '../lib/config.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { newSecret, TEST_AUTH } from './support/services.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { hawkHeader } from '../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../lib/idp.js';
@@ -25,7 +26,7 @@ import { isErrorBody } from './support/stack.js';
 
 const AUDIENCE = 'http://login.fault.example';
 const NODE_URL = 'http://node.fault.example';
-const MASTER_SECRETS = 'fault-master-secret-0123456789abcdef';
+const MASTER_SECRETS = newSecret();
 /** DESIGN: a 503 while a backend is down comes within a second. */
 const UNAVAILABLE_WITHIN_MS = 1000;
 /** A request still open after this long counts as hung. */
@@ -57,8 +58,8 @@ class Backends {
 
   async start(which: 'directory' | 'nodeassign'): Promise<void> {
     const s = which === 'directory'
-      ? await startDirectory({ storeUrl: this.storeUrl, port: this.ports.directory })
-      : await startNodeAssign({ storeUrl: this.storeUrl, port: this.ports.nodeassign });
+      ? await startDirectory({ storeUrl: this.storeUrl, port: this.ports.directory, auth: TEST_AUTH })
+      : await startNodeAssign({ storeUrl: this.storeUrl, port: this.ports.nodeassign, auth: TEST_AUTH });
     this.ports[which] = s.port;
     this.closers[which] = s.close;
   }
@@ -87,7 +88,7 @@ describe('login with a backend stopped mid-load', () => {
     backends = new Backends();
     await backends.start('directory');
     await backends.start('nodeassign');
-    const client = new NodeAssignClient(`127.0.0.1:${backends.ports.nodeassign}`, insecure(), CLIENT_OPTIONS);
+    const client = grpcClient(NodeAssignClient, `127.0.0.1:${backends.ports.nodeassign}`, TEST_AUTH);
     await call(client, client.addNode, { service: 'sync', url: NODE_URL, capacity: 100_000 }, { deadlineMs: 5000, retryAfter: 1 });
     client.close();
     idpDir = mkdtempSync(path.join(tmpdir(), 'fault-idp-'));
@@ -95,7 +96,7 @@ describe('login with a backend stopped mid-load', () => {
     // Default deadlines and Retry-After: the settings a deployment starts with.
     login = await startLogin(
       loginConfig(
-        { APPLICATIONS: 'sync/1.5', AUDIENCES: AUDIENCE, MASTER_SECRETS, LOGIN_PORT: '0', DIRECTORY_ADDR: `127.0.0.1:${backends.ports.directory}`, NODEASSIGN_ADDR: `127.0.0.1:${backends.ports.nodeassign}` },
+        { APPLICATIONS: 'sync/1.5', AUDIENCES: AUDIENCE, MASTER_SECRETS, INTERNAL_SECRET: TEST_AUTH.internalSecret, LOGIN_PORT: '0', DIRECTORY_ADDR: `127.0.0.1:${backends.ports.directory}`, NODEASSIGN_ADDR: `127.0.0.1:${backends.ports.nodeassign}` },
         { trustedIssuers: idp.trustedIssuers },
       ),
     );

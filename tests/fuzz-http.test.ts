@@ -6,7 +6,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { TEST_AUTH } from './support/services.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { hawkHeader, parseHawkHeader } from '../lib/hawk.js';
 import { fuzzParams, headerSafe, mutate, mutationsArb } from './support/fuzz.js';
@@ -20,7 +21,7 @@ before(async () => {
   stack = await startTestStack();
   // Every valid case is a new user: with FUZZ_RUNS=100000 they outgrow the stack's node (10 000 users),
   // and a full node is a correct 503. Room for all of them keeps the expected answers fixed.
-  const nodes = new NodeAssignClient(stack.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+  const nodes = grpcClient(NodeAssignClient, stack.nodeAssignAddr, TEST_AUTH);
   try {
     await call(nodes, nodes.updateNode, { service: APP, url: stack.nodeUrl, capacity: 10_000_000 }, { deadlineMs: 5000, retryAfter: 1 });
   } finally {

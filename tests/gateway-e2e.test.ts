@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gatewayConfig, loginConfig } from '../lib/config.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { newSecret, TEST_AUTH } from './support/services.js';
 import { hawkHeader } from '../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../lib/idp.js';
 import { startDemoApp, type DemoApp } from '../services/demo-app/server.js';
@@ -26,8 +27,8 @@ const Hawk = createRequire(import.meta.url)('hawk') as {
 // The node's public URL, as behind a TLS terminator: clients sign for it, the
 // gateway checks MACs against it, whatever socket the request arrives on.
 const NODE_URL = 'https://node-e2e.example';
-const OLD_SECRET = 'e2e-older-master-secret-0123456789';
-const NEW_SECRET = 'e2e-newest-master-secret-0123456789';
+const OLD_SECRET = newSecret();
+const NEW_SECRET = newSecret();
 
 const closers: Array<() => Promise<void>> = [];
 let dir: string;
@@ -40,11 +41,11 @@ let demo: DemoApp;
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'gateway-e2e-'));
   const storeUrl = `sqlite:${path.join(dir, 'store.db')}`;
-  const directory = await startDirectory({ storeUrl });
+  const directory = await startDirectory({ storeUrl, auth: TEST_AUTH });
   closers.push(directory.close);
-  const nodeAssign = await startNodeAssign({ storeUrl });
+  const nodeAssign = await startNodeAssign({ storeUrl, auth: TEST_AUTH });
   closers.push(nodeAssign.close);
-  const client = new NodeAssignClient(`127.0.0.1:${nodeAssign.port}`, insecure(), CLIENT_OPTIONS);
+  const client = grpcClient(NodeAssignClient, `127.0.0.1:${nodeAssign.port}`, TEST_AUTH);
   await call(client, client.addNode, { service: 'sync', url: NODE_URL, capacity: 100 }, { deadlineMs: 5000, retryAfter: 1 });
   client.close();
 
@@ -52,6 +53,7 @@ before(async () => {
   audience = 'https://login-e2e.example';
   const env = {
     MASTER_SECRETS: OLD_SECRET,
+    INTERNAL_SECRET: TEST_AUTH.internalSecret,
     APPLICATIONS: 'sync/1.5',
     AUDIENCES: audience,
     DIRECTORY_ADDR: `127.0.0.1:${directory.port}`,

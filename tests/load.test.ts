@@ -13,7 +13,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { TEST_AUTH } from './support/services.js';
 import { DirectoryClient } from '../lib/gen/directory.js';
 import { nodeSecrets, parseToken } from '../lib/token.js';
 import type { HttpResponse } from '../services/login/testkit.js';
@@ -249,7 +250,7 @@ test('mixed load: no unexpected status, no duplicate or reused uid, generations 
   const seconds = (performance.now() - started) / 1000;
 
   // Every record, read back from the directory.
-  const directory = new DirectoryClient(stack.directoryAddr, insecure(), CLIENT_OPTIONS);
+  const directory = grpcClient(DirectoryClient, stack.directoryAddr, TEST_AUTH);
   const live = new Map<number, string>();
   const replaced = new Set<number>();
   try {

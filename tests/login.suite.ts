@@ -4,26 +4,35 @@
 // skipped with `skipReason()`).
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { loginConfig, type Env } from '../lib/config.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { newSecret, TEST_AUTH } from './support/services.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../lib/idp.js';
 import { derivedSecret, nodeSecrets, parseToken } from '../lib/token.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin, type RunningLogin } from '../services/login/server.js';
-import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
+import { forgeExponentOneJws, httpRequest, signUnencodedJws, type HttpResponse } from '../services/login/testkit.js';
 
 const AUDIENCE = 'https://token.test.example';
-const MASTER_SECRETS = ['suite-master-secret-newest-0001', 'suite-master-secret-older-00002'];
+const MASTER_SECRETS = [newSecret(), newSecret()];
 const NODES = { sync: 'https://sync-1.test.example', notes: 'https://notes-1.test.example' };
 const RS_ISSUER = 'rs.idp.example';
 const ES_ISSUER = 'es.idp.example';
+/** A second IdP, trusted for its own domain only. */
+const OTHER_ISSUER = 'other.idp.example';
+const OTHER_DOMAIN = 'other.example';
 const DEADLINE_MS = 500;
 
 interface Keys {
   rsIssuer: KeyPair;
   esIssuer: KeyPair;
+  otherIssuer: KeyPair;
   rogue: KeyPair;
   esUser: KeyPair;
   rsUser: KeyPair;
@@ -32,14 +41,15 @@ interface Keys {
 let keysOnce: Promise<Keys> | undefined;
 function keys(): Promise<Keys> {
   keysOnce ??= (async () => {
-    const [rsIssuer, esIssuer, rogue, esUser, rsUser] = await Promise.all([
+    const [rsIssuer, esIssuer, otherIssuer, rogue, esUser, rsUser] = await Promise.all([
       generateKey('RS256'),
+      generateKey('ES256'),
       generateKey('ES256'),
       generateKey('ES256'),
       generateKey('ES256'),
       generateKey('RS256'),
     ]);
-    return { rsIssuer, esIssuer, rogue, esUser, rsUser };
+    return { rsIssuer, esIssuer, otherIssuer, rogue, esUser, rsUser };
   })();
   return keysOnce;
 }
@@ -48,7 +58,7 @@ const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringi
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface AuthOptions {
-  issuer?: typeof RS_ISSUER | typeof ES_ISSUER | string;
+  issuer?: typeof RS_ISSUER | typeof ES_ISSUER | typeof OTHER_ISSUER | string;
   issuerKey?: KeyPair;
   user?: KeyPair;
   publicKey?: unknown;
@@ -73,13 +83,16 @@ export class System {
   keys!: Keys;
   private emails = 0;
 
-  constructor(readonly storeUrl: string) {}
+  constructor(
+    readonly storeUrl: string,
+    readonly directoryOptions: { clientStateChangesPerDay?: number } = {},
+  ) {}
 
   async start(): Promise<void> {
     this.keys = await keys();
     await this.startDirectory();
     await this.startNodeAssign();
-    const client = new NodeAssignClient(`127.0.0.1:${this.nodeAssignPort}`, insecure(), CLIENT_OPTIONS);
+    const client = grpcClient(NodeAssignClient, `127.0.0.1:${this.nodeAssignPort}`, TEST_AUTH);
     try {
       for (const [service, url] of Object.entries(NODES)) {
         await call(client, client.addNode, { service, url, capacity: 1000 }, { deadlineMs: 5000, retryAfter: 1 });
@@ -91,13 +104,13 @@ export class System {
   }
 
   async startDirectory(): Promise<void> {
-    const d = await startDirectory({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort });
+    const d = await startDirectory({ ...this.directoryOptions, storeUrl: this.storeUrl, host: '127.0.0.1', port: this.directoryPort, auth: TEST_AUTH });
     this.directoryPort = d.port;
     this.closers.directory = d.close;
   }
 
   async startNodeAssign(): Promise<void> {
-    const n = await startNodeAssign({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.nodeAssignPort });
+    const n = await startNodeAssign({ storeUrl: this.storeUrl, host: '127.0.0.1', port: this.nodeAssignPort, auth: TEST_AUTH });
     this.nodeAssignPort = n.port;
     this.closers.nodeassign = n.close;
   }
@@ -114,6 +127,7 @@ export class System {
         APPLICATIONS: 'sync/1.5,notes/1.0,empty/1.0',
         AUDIENCES: AUDIENCE,
         MASTER_SECRETS: MASTER_SECRETS.join(','),
+        INTERNAL_SECRET: TEST_AUTH.internalSecret,
         DIRECTORY_ADDR: `127.0.0.1:${this.directoryPort}`,
         NODEASSIGN_ADDR: `127.0.0.1:${this.nodeAssignPort}`,
         LOGIN_PORT: '0',
@@ -123,8 +137,10 @@ export class System {
       },
       {
         trustedIssuers: new Map([
-          [RS_ISSUER, [this.keys.rsIssuer.publicJwk]],
-          [ES_ISSUER, [this.keys.esIssuer.publicJwk]],
+          [RS_ISSUER, { keys: [this.keys.rsIssuer.publicJwk], domains: ['example.com'] }],
+          // The default issuer also certifies the domains of the fxa_uid test (the FxA domain and two others).
+          [ES_ISSUER, { keys: [this.keys.esIssuer.publicJwk], domains: ['example.com', 'api.accounts.firefox.com', 'x.example', 'y.example'] }],
+          [OTHER_ISSUER, { keys: [this.keys.otherIssuer.publicJwk], domains: [OTHER_DOMAIN] }],
         ]),
       },
     );
@@ -146,7 +162,7 @@ export class System {
   /** An Authorization header value for `email`, valid unless the options spoil it. */
   async auth(email: string, o: AuthOptions = {}): Promise<string> {
     const issuer = o.issuer ?? ES_ISSUER;
-    const issuerKey = o.issuerKey ?? (issuer === RS_ISSUER ? this.keys.rsIssuer : this.keys.esIssuer);
+    const issuerKey = o.issuerKey ?? { [RS_ISSUER]: this.keys.rsIssuer, [OTHER_ISSUER]: this.keys.otherIssuer }[issuer] ?? this.keys.esIssuer;
     const user = o.user ?? this.keys.esUser;
     const cert = await signCertificate(issuerKey, {
       issuer,
@@ -201,13 +217,17 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
   const reason = () => skipReason?.() ?? 'no store available';
 
   /** A test body that runs against a fresh system, or is skipped with the reason. */
-  function withSystem(title: string, register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void): void {
+  function withSystem(
+    title: string,
+    register: (it: (t: string, fn: (sys: System, t: TestContext) => Promise<void>) => void) => void,
+    directoryOptions: ConstructorParameters<typeof System>[1] = {},
+  ): void {
     describe(title, () => {
       let sys: System | null = null;
       before(async () => {
         const url = await storeUrl();
         if (url === null) return;
-        sys = new System(url);
+        sys = new System(url, directoryOptions);
         await sys.start();
       });
       after(async () => {
@@ -246,9 +266,26 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.equal(payload.node, NODES.sync);
       assert.match(payload.salt, /^[0-9a-f]{6}$/);
       assert.ok(payload.expires >= before + 3600 && payload.expires <= Math.floor(Date.now() / 1000) + 3600);
-      assert.equal(payload.fxa_uid, email.split('@')[0]);
+      assert.match(String(payload.fxa_uid), /^[0-9a-f]{32}$/, 'an opaque account id, not the e-mail');
       assert.equal(body.key, derivedSecret(body.id, payload.salt, secret));
       assert.equal(body.key.length, 44);
+    });
+
+    it('fxa_uid: the local part only at the FxA e-mail domain; elsewhere an opaque id that differs across domains', async (sys) => {
+      const fxaUid = async (email: string) => {
+        const res = await sys.token(email);
+        assert.equal(res.status, 200, res.text);
+        return parseToken(res.json.id, nodeSecrets(MASTER_SECRETS, NODES.sync)).payload.fxa_uid;
+      };
+      const hex = randomBytes(16).toString('hex');
+      assert.equal(await fxaUid(`${hex}@api.accounts.firefox.com`), hex);
+      const local = `someone${hex.slice(0, 8)}`;
+      const x = await fxaUid(`${local}@x.example`);
+      const y = await fxaUid(`${local}@y.example`);
+      assert.match(String(x), /^[0-9a-f]{32}$/);
+      assert.ok(!String(x).includes(local) && !String(y).includes(local), 'no local part in the token');
+      assert.notEqual(x, y, 'a@x.example and a@y.example are different accounts');
+      assert.equal(await fxaUid(`${local}@x.example`), x, 'stable for one user');
     });
 
     it('the same user gets the same uid and node again; HEAD answers too; another app gets its own node', async (sys) => {
@@ -398,7 +435,9 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert401(await sys.token(email, {}, { generation: 4 }), 'invalid-generation', 'older');
       assert.equal((await sys.token(email, {}, { generation: 6 })).json.uid, uid);
       assert401(await sys.token(email, {}, { generation: 5 }), 'invalid-generation', 'older than the newly recorded one');
-      assert.equal((await sys.token(email)).json.uid, uid, 'no generation claim leaves the record alone');
+      // Mozilla's servers read a missing generation as 0.
+      assert401(await sys.token(email), 'invalid-generation', 'no generation claim once one is recorded');
+      assert.equal((await sys.token(email, {}, { generation: 6 })).json.uid, uid, 'the refusal left the record alone');
     });
 
     it('client-state sequence without generations: change → new uid; going back or to empty → invalid-client-state', async (sys) => {
@@ -457,6 +496,124 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.equal(v.status, 200);
       assert.equal(v.json.name, 'tokenserver');
       assert.match(v.json.version, /^\d+\.\d+\.\d+/);
+    });
+  });
+
+  /** `count` client-state changes of one user of `app`, each with a higher generation. */
+  async function changeStates(sys: System, email: string, count: number, path: string): Promise<HttpResponse[]> {
+    const answers: HttpResponse[] = [];
+    for (let i = 1; i <= count; i++) answers.push(await sys.token(email, { 'X-Client-State': `state${i}` }, { generation: i }, path));
+    return answers;
+  }
+
+  withSystem(`client-state changes are rate-limited (${name})`, (it) => {
+    it('the change beyond CLIENT_STATE_CHANGES_PER_DAY within a day → 429, status error, Retry-After; the current state still works', async (sys) => {
+      const email = sys.newEmail();
+      // The first login sets a state on a new user: not a change.
+      for (const [i, res] of (await changeStates(sys, email, 4, '/1.0/sync/1.5')).entries()) assert.equal(res.status, 200, `change ${i}: ${res.text}`);
+      const refused = await sys.token(email, { 'X-Client-State': 'state5' }, { generation: 5 });
+      assertError(refused, 429, 'error', 'the fourth change');
+      const retryAfter = Number(refused.header('retry-after'));
+      assert.ok(Number.isInteger(retryAfter) && retryAfter > 86_000 && retryAfter <= 86_400, `Retry-After ${refused.header('retry-after')}`);
+      assert.equal((await sys.token(email, { 'X-Client-State': 'state4' }, { generation: 5 })).status, 200);
+    });
+  }, { clientStateChangesPerDay: 3 });
+
+  withSystem(`client-state churn does not fill a node (${name})`, (it) => {
+    it('201 client-state changes of one user on a node of capacity 200: every one answered, the node counts one user', async (sys) => {
+      const client = grpcClient(NodeAssignClient, `127.0.0.1:${sys.nodeAssignPort}`, TEST_AUTH);
+      const opts = { deadlineMs: 5000, retryAfter: 1 };
+      const node = 'https://churn.test.example';
+      const load = async () => (await call(client, client.listNodes, { service: 'empty' }, opts)).nodes.find((n) => n.url === node)?.currentLoad;
+      try {
+        await call(client, client.addNode, { service: 'empty', url: node, capacity: 200 }, opts);
+        const email = sys.newEmail();
+        const answers = await changeStates(sys, email, 202, '/1.0/empty/1.0');
+        for (const [i, res] of answers.entries()) assert.equal(res.status, 200, `login ${i}: ${res.text}`);
+        assert.equal(new Set(answers.map((r) => r.json.uid)).size, 202, 'each change a new uid');
+        assert.equal(await load(), 1, 'replaced uids on the same node gave their slots back');
+        // Another user still finds room.
+        assert.equal((await sys.token(sys.newEmail(), {}, {}, '/1.0/empty/1.0')).status, 200);
+        assert.equal(await load(), 2);
+      } finally {
+        client.close();
+      }
+    });
+  }, { clientStateChangesPerDay: 1000 });
+  withSystem(`login refuses forged and over-long credentials (${name})`, (it) => {
+    it('a second IdP certifying the first one’s domain: 401 invalid-credentials; its own domain passes', async (sys) => {
+      const email = sys.newEmail();
+      const first = await sys.token(email);
+      assert.equal(first.status, 200, first.text);
+      assert401(await sys.token(email, {}, { issuer: OTHER_ISSUER }), 'invalid-credentials', 'other IdP, example.com user');
+      assert401(await sys.token(email.toUpperCase(), {}, { issuer: OTHER_ISSUER }), 'invalid-credentials', 'other IdP, upper-case domain');
+      const own = await sys.token(`someone@${OTHER_DOMAIN}`, {}, { issuer: OTHER_ISSUER });
+      assert.equal(own.status, 200, own.text);
+      assert.notEqual(own.json.uid, first.json.uid);
+    });
+
+    it('TRUSTED_ISSUERS without "domains": the issuer certifies its own host name only', async (sys) => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'login-issuers-'));
+      try {
+        const file = path.join(dir, 'trusted-issuers.json');
+        writeFileSync(file, JSON.stringify({ [OTHER_DOMAIN]: { keys: [sys.keys.otherIssuer.publicJwk] } }));
+        const login = await sys.startLogin({ TRUSTED_ISSUERS: file });
+        const token = async (email: string) => sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(email, { issuer: OTHER_DOMAIN, issuerKey: sys.keys.otherIssuer }) }, { login });
+        assert.equal((await token(`own@${OTHER_DOMAIN}`)).status, 200);
+        assert401(await token(sys.newEmail()), 'invalid-credentials', 'another domain');
+        assert401(await token(`sub@eu.${OTHER_DOMAIN}`), 'invalid-credentials', 'a subdomain');
+        // The file replaces the suite's issuers: the first IdP is no longer trusted by this login.
+        assert401(await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail()) }, { login }), 'invalid-credentials', 'issuer not in the file');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('an RSA user key with e = 1, in JWK and legacy form, and a forged assertion: 401 invalid-credentials', async (sys) => {
+      const n = sys.keys.rsUser.publicJwk.n as string;
+      const assertion = forgeExponentOneJws({ aud: AUDIENCE, exp: Date.now() + 60_000 }, n);
+      for (const publicKey of [{ kty: 'RSA', n, e: 'AQ' }, legacyRsaPublicKey({ kty: 'RSA', n, e: 'AQ' })]) {
+        const cert = await signCertificate(sys.keys.esIssuer, { issuer: ES_ISSUER, email: sys.newEmail(), publicKey: publicKey as KeyPair['publicJwk'] });
+        assert401(await sys.get('/1.0/sync/1.5', { Authorization: `Assertion ${bundle(cert, assertion)}` }), 'invalid-credentials', JSON.stringify(publicKey).slice(0, 30));
+      }
+    });
+
+    it('an assertion or certificate expiring in 2100: 401 invalid-timestamp', async (sys) => {
+      const in2100 = Date.UTC(2100, 0, 1);
+      assert401(await sys.token(sys.newEmail(), {}, { expMs: in2100 }), 'invalid-timestamp', 'assertion');
+      assert401(await sys.token(sys.newEmail(), {}, { certExpMs: in2100 }), 'invalid-timestamp', 'certificate');
+      const limits = { expMs: Date.now() + 590_000, certExpMs: Date.now() + 86_390_000 };
+      assert.equal((await sys.token(sys.newEmail(), {}, limits)).status, 200, 'just within both limits');
+      const strict = await sys.startLogin({ MAX_ASSERTION_LIFETIME: '30', MAX_CERTIFICATE_LIFETIME: '600' });
+      const refused = async (o: AuthOptions) => sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail(), o) }, { login: strict });
+      assert401(await refused({ expMs: Date.now() + 120_000, certExpMs: Date.now() + 300_000 }), 'invalid-timestamp', 'MAX_ASSERTION_LIFETIME=30');
+      assert401(await refused({ expMs: Date.now() + 20_000, certExpMs: Date.now() + 3_600_000 }), 'invalid-timestamp', 'MAX_CERTIFICATE_LIFETIME=600');
+    });
+
+    it('an assertion signed with b64: false: 401 invalid-credentials', async (sys) => {
+      const cert = (await sys.auth(sys.newEmail())).slice('Assertion '.length).split('~')[0];
+      const unencoded = await signUnencodedJws(sys.keys.esUser, { aud: AUDIENCE, exp: Date.now() + 60_000 });
+      assert401(await sys.get('/1.0/sync/1.5', { Authorization: `Assertion ${bundle(cert, unencoded)}` }), 'invalid-credentials');
+    });
+
+    it('15 KB of blanks between scheme and credentials: 401 "error", and the server still serves', async (sys) => {
+      // Its cost is measured by `npm run bench -- --only parse` (no timing in tests); that the length is checked
+      // before any parsing is tested in services/login/assertion.test.ts.
+      const header = `Assertion${' '.repeat(15_000)}x y`;
+      for (let i = 0; i < 10; i++) assert401(await sys.get('/1.0/sync/1.5', { Authorization: header }), 'error', 'blanks');
+      assert.equal((await sys.token(sys.newEmail())).status, 200);
+    });
+
+    it('e-mails are normalised: domain case and NFC/NFD spellings are one user', async (sys) => {
+      const n = sys.newEmail().split('@')[0];
+      const lower = await sys.token(`Alice-${n}@example.com`);
+      assert.equal(lower.status, 200, lower.text);
+      assert.equal((await sys.token(`Alice-${n}@EXAMPLE.com`)).json.uid, lower.json.uid, 'domain case');
+      assert.notEqual((await sys.token(`alice-${n}@example.com`)).json.uid, lower.json.uid, 'the local part keeps its case');
+      const nfc = await sys.token(`Jos\u00e9-${n}@example.com`);
+      assert.equal(nfc.status, 200, nfc.text);
+      assert.equal((await sys.token(`Jose\u0301-${n}@example.com`)).json.uid, nfc.json.uid, 'NFD local part');
+      assert.equal((await sys.token(`Jose\u0301-${n}@Example.COM`)).json.uid, nfc.json.uid, 'NFD and domain case');
     });
   });
 

@@ -3,7 +3,8 @@
 // logins that succeed and fail, gateway requests that pass and are refused,
 // then every line it wrote is searched for the master secret, the node
 // secrets and signing keys, token ids, derived keys, the assertions and their
-// parts, and the development IdP's private key. The lines must exist, be
+// parts, the development IdP's private key, and the internal gRPC secret
+// (right and wrong: a refused call is logged without either). The lines must exist, be
 // JSON, and carry the request id from login through directory and nodeassign.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,13 +14,17 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DirectoryClient } from '../lib/gen/directory.js';
+import { call, grpcClient } from '../lib/grpc.js';
 import { hawkHeader } from '../lib/hawk.js';
 import { DEV_IDP_FILE, loadOrCreateDevIdp, type DevIdp } from '../lib/idp.js';
 import { nodeSecrets, signingKey } from '../lib/token.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const MASTER_SECRET = randomBytes(24).toString('hex');
+const MASTER_SECRET = randomBytes(32).toString('hex');
+const INTERNAL_SECRET = randomBytes(32).toString('hex');
+const WRONG_INTERNAL_SECRET = randomBytes(32).toString('hex');
 const TOKEN_PATH = '/1.0/sync/1.5';
 
 let dir: string;
@@ -28,6 +33,7 @@ let output = '';
 let exited: Promise<number | null>;
 let loginUrl: string;
 let gatewayUrl: string;
+let directoryAddr: string;
 let audience: string;
 let idp: DevIdp;
 /** Everything that must never reach a log line. */
@@ -58,6 +64,7 @@ before(async () => {
       LOG_LEVEL: 'debug',
       DATA_DIR: dir,
       MASTER_SECRETS: MASTER_SECRET,
+      INTERNAL_SECRET,
       APPLICATIONS: 'sync/1.5',
       LOGIN_PORT: '0',
       GATEWAY_PORT: '0',
@@ -74,9 +81,12 @@ before(async () => {
   loginUrl = /login:\s+(http:\/\/\S+?)\/1\.0\//.exec(output)![1];
   gatewayUrl = /node-gateway:\s+(http:\/\/\S+)/.exec(output)![1];
   audience = /--audience (\S+)/.exec(output)![1];
+  directoryAddr = /directory:\s+(\S+)\s+\(gRPC\)/.exec(output)![1];
   idp = await loadOrCreateDevIdp(dir);
 
   secrets.add(MASTER_SECRET);
+  secrets.add(INTERNAL_SECRET);
+  secrets.add(WRONG_INTERNAL_SECRET);
   for (const s of nodeSecrets([MASTER_SECRET], gatewayUrl)) {
     secrets.add(s);
     secrets.add(signingKey(s).toString('hex'));
@@ -174,6 +184,14 @@ test('a full run at LOG_LEVEL=debug: log lines with request ids everywhere, and 
   assert.equal((await httpRequest(`${loginUrl}/metrics`)).status, 200);
   assert.equal((await httpRequest(`${gatewayUrl}/metrics`)).status, 200);
 
+  // ---- a gRPC call to the directory with a wrong internal secret ----
+  const stranger = grpcClient(DirectoryClient, directoryAddr, { internalSecret: WRONG_INTERNAL_SECRET });
+  try {
+    await assert.rejects(call(stranger, stranger.getUser, { service: 'sync', email }, { deadlineMs: 5000, retryAfter: 1 }), /UNAUTHENTICATED/);
+  } finally {
+    stranger.close();
+  }
+
   // ---- stop, and read everything it wrote ----
   child.kill('SIGINT');
   assert.equal(await exited, 0, output);
@@ -218,6 +236,10 @@ test('a full run at LOG_LEVEL=debug: log lines with request ids everywhere, and 
   assert.equal(gwOk.status, 200);
   assert.equal(gwOk.uid, loginOk.uid);
   assert.equal(typeof gwOk.upstreamMs, 'number');
+  assert.ok(
+    logs.some((l) => l.msg === 'rpc refused: internal secret' && l.reason === 'wrong secret' && l.method === '/tokenserver.directory.v1.Directory/GetUser'),
+    'the refused call is logged',
+  );
   const gwRefusals = access.filter((l) => l.service === 'node-gateway' && l.status === 401);
   assert.equal(gwRefusals.length, 3, 'wrong key, replay, unsigned');
 });

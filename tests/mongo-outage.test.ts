@@ -11,7 +11,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { loginConfig } from '../lib/config.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
-import { call, CLIENT_OPTIONS, insecure } from '../lib/grpc.js';
+import { call, grpcClient } from '../lib/grpc.js';
+import { newSecret, TEST_AUTH } from './support/services.js';
 import { bundle, generateKey, signAssertion, signCertificate, type KeyPair } from '../lib/idp.js';
 import { startDirectory } from '../services/directory/server.js';
 import { startLogin } from '../services/login/server.js';
@@ -61,11 +62,11 @@ test('MongoDB outage: 503 with Retry-After while the database is down, logins ag
     cleanups.push(() => stopDatabase(state));
     const storeUrl = `mongodb://127.0.0.1:${port}/outage`;
 
-    const directory = await startDirectory({ storeUrl });
+    const directory = await startDirectory({ storeUrl, auth: TEST_AUTH });
     cleanups.push(directory.close);
-    const nodeAssign = await startNodeAssign({ storeUrl });
+    const nodeAssign = await startNodeAssign({ storeUrl, auth: TEST_AUTH });
     cleanups.push(nodeAssign.close);
-    const admin = new NodeAssignClient(`127.0.0.1:${nodeAssign.port}`, insecure(), CLIENT_OPTIONS);
+    const admin = grpcClient(NodeAssignClient, `127.0.0.1:${nodeAssign.port}`, TEST_AUTH);
     try {
       await call(admin, admin.addNode, { service: 'sync', url: NODE, capacity: 100 }, { deadlineMs: 5000, retryAfter: 1 });
     } finally {
@@ -78,7 +79,8 @@ test('MongoDB outage: 503 with Retry-After while the database is down, logins ag
         {
           APPLICATIONS: 'sync/1.5',
           AUDIENCES: AUDIENCE,
-          MASTER_SECRETS: 'outage-master-secret-00000001',
+          MASTER_SECRETS: newSecret(),
+          INTERNAL_SECRET: TEST_AUTH.internalSecret,
           DIRECTORY_ADDR: `127.0.0.1:${directory.port}`,
           NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}`,
           LOGIN_PORT: '0',
@@ -87,7 +89,7 @@ test('MongoDB outage: 503 with Retry-After while the database is down, logins ag
           GRPC_DEADLINE_MS: '4000',
           RETRY_AFTER,
         },
-        { trustedIssuers: new Map([[ISSUER, [issuerKey.publicJwk]]]) },
+        { trustedIssuers: new Map([[ISSUER, { keys: [issuerKey.publicJwk], domains: ['example.com'] }]]) },
       ),
     );
     cleanups.push(login.close);

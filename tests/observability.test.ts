@@ -11,8 +11,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DEFAULTS } from '../lib/config.js';
 import { DirectoryService } from '../lib/gen/directory.js';
 import { REQUEST_ID, startServer } from '../lib/grpc.js';
+import { TEST_AUTH } from './support/services.js';
 import { logger } from '../lib/log.js';
 import { VERSION_INFO } from '../lib/version.js';
 import { directoryService } from '../services/directory/service.js';
@@ -45,7 +47,7 @@ interface GatedDirectory {
 /** The real directory service on its own store, with its Login calls held until open(). */
 async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> {
   const store = await openUserStore(storeUrl);
-  const implementation = directoryService(store, logger('directory'));
+  const implementation = directoryService(store, logger('directory'), { clientStateChangesPerDay: DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY });
   const login = implementation.login as grpc.handleUnaryCall<unknown, unknown>;
   const held: Array<() => void> = [];
   const requestIds: string[] = [];
@@ -61,6 +63,7 @@ async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> {
     [{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory' }],
     '127.0.0.1',
     0,
+    TEST_AUTH,
   );
   const open = (): void => {
     isOpen = true;

@@ -21,7 +21,8 @@ const seen = new Map<number, Set<string>>();
 before(async () => {
   doc = loadOpenApi();
   dir = mkdtempSync(path.join(tmpdir(), 'openapi-test-'));
-  sys = new System(`sqlite:${path.join(dir, 'tokenserver.db')}`);
+  // One client-state change a day, so that the 429 takes two logins.
+  sys = new System(`sqlite:${path.join(dir, 'tokenserver.db')}`, { clientStateChangesPerDay: 1 });
   await sys.start();
 });
 
@@ -91,6 +92,14 @@ test('404, 405 and 406', async () => {
   for (const method of ['POST', 'PUT', 'DELETE']) await get(TOKEN, auth, { method, status: 405, statusString: 'error' });
   await get('/__heartbeat__', {}, { method: 'POST', status: 405, statusString: 'error' });
   await get(TOKEN, { ...auth, Accept: 'text/html' }, { status: 406, statusString: 'error' });
+});
+
+test('429: a client-state change beyond the daily limit', async () => {
+  const email = sys.newEmail();
+  assert.equal((await sys.token(email, { 'X-Client-State': 'aaaa' }, { generation: 1 })).status, 200);
+  assert.equal((await sys.token(email, { 'X-Client-State': 'bbbb' }, { generation: 2 })).status, 200);
+  const res = await get(TOKEN, { Authorization: await sys.auth(email, { generation: 3 }), 'X-Client-State': 'cccc' }, { status: 429, statusString: 'error' });
+  assert.ok(Number(res.header('retry-after')) > 0);
 });
 
 test('503: no node with room, and maintenance mode', async () => {

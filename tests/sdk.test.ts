@@ -13,6 +13,7 @@ import { loginConfig, type Env, type LoginConfig } from '../lib/config.js';
 import { bundle, generateKey, signAssertion, signCertificate, type KeyPair } from '../lib/idp.js';
 import { startLogin } from '../services/login/server.js';
 import { startStack, type Stack } from '../scripts/stack.js';
+import { TEST_AUTH } from './support/services.js';
 import {
   BackoffError,
   hawkFetch,
@@ -40,11 +41,12 @@ before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'sdk-test-'));
   issuerKey = await generateKey('ES256');
   const trusted = path.join(dir, 'trusted-issuers.json');
-  writeFileSync(trusted, JSON.stringify({ [ISSUER]: { keys: [issuerKey.publicJwk] } }));
+  writeFileSync(trusted, JSON.stringify({ [ISSUER]: { keys: [issuerKey.publicJwk], domains: ['example.com'] } }));
   env = {
     DATA_DIR: dir,
     APPLICATIONS: 'sync/1.5',
     MASTER_SECRETS: randomBytes(32).toString('hex'),
+    INTERNAL_SECRET: TEST_AUTH.internalSecret,
     TRUSTED_ISSUERS: trusted,
     LOGIN_PORT: '0',
     GATEWAY_PORT: '0',

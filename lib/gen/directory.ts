@@ -40,6 +40,8 @@ export interface ReplacedUser {
   node: string;
   /** ms since epoch */
   replacedAt: number;
+  /** Its node slot was given back (the user's new uid landed on the same node). */
+  released: boolean;
 }
 
 export interface User {
@@ -65,6 +67,23 @@ export interface AssignNodeRequest {
   email: string;
   uid: number;
   node: string;
+}
+
+/** Field 1 as in UserReply, so either decodes the other. */
+export interface AssignNodeReply {
+  user:
+    | User
+    | undefined;
+  /**
+   * This call recorded the node. False when the user had one already (or
+   * another uid): a node the caller allocated for it is not used.
+   */
+  assigned: boolean;
+  /**
+   * Slots on the assigned node that replaced uids of this user held and that
+   * the caller should give back (NodeAssign Release), once each.
+   */
+  released: number;
 }
 
 export interface GetUserRequest {
@@ -223,7 +242,7 @@ export const LoginRequest: MessageFns<LoginRequest> = {
 };
 
 function createBaseReplacedUser(): ReplacedUser {
-  return { uid: 0, node: "", replacedAt: 0 };
+  return { uid: 0, node: "", replacedAt: 0, released: false };
 }
 
 export const ReplacedUser: MessageFns<ReplacedUser> = {
@@ -236,6 +255,9 @@ export const ReplacedUser: MessageFns<ReplacedUser> = {
     }
     if (message.replacedAt !== 0) {
       writer.uint32(24).int64(message.replacedAt);
+    }
+    if (message.released !== false) {
+      writer.uint32(32).bool(message.released);
     }
     return writer;
   },
@@ -277,6 +299,14 @@ export const ReplacedUser: MessageFns<ReplacedUser> = {
             message.replacedAt = longToNumber(reader.int64());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.released = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -298,6 +328,7 @@ export const ReplacedUser: MessageFns<ReplacedUser> = {
         : isSet(object.replaced_at)
         ? globalThis.Number(object.replaced_at)
         : 0,
+      released: isSet(object.released) ? globalThis.Boolean(object.released) : false,
     };
   },
 
@@ -312,6 +343,9 @@ export const ReplacedUser: MessageFns<ReplacedUser> = {
     if (message.replacedAt !== 0) {
       obj.replacedAt = Math.round(message.replacedAt);
     }
+    if (message.released !== false) {
+      obj.released = message.released;
+    }
     return obj;
   },
 
@@ -323,6 +357,7 @@ export const ReplacedUser: MessageFns<ReplacedUser> = {
     message.uid = object.uid ?? 0;
     message.node = object.node ?? "";
     message.replacedAt = object.replacedAt ?? 0;
+    message.released = object.released ?? false;
     return message;
   },
 };
@@ -732,6 +767,107 @@ export const AssignNodeRequest: MessageFns<AssignNodeRequest> = {
   },
 };
 
+function createBaseAssignNodeReply(): AssignNodeReply {
+  return { user: undefined, assigned: false, released: 0 };
+}
+
+export const AssignNodeReply: MessageFns<AssignNodeReply> = {
+  encode(message: AssignNodeReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.user !== undefined) {
+      User.encode(message.user, writer.uint32(10).fork()).join();
+    }
+    if (message.assigned !== false) {
+      writer.uint32(16).bool(message.assigned);
+    }
+    if (message.released !== 0) {
+      writer.uint32(24).int64(message.released);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AssignNodeReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAssignNodeReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.user = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.assigned = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.released = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AssignNodeReply {
+    return {
+      user: isSet(object.user) ? User.fromJSON(object.user) : undefined,
+      assigned: isSet(object.assigned) ? globalThis.Boolean(object.assigned) : false,
+      released: isSet(object.released) ? globalThis.Number(object.released) : 0,
+    };
+  },
+
+  toJSON(message: AssignNodeReply): unknown {
+    const obj: any = {};
+    if (message.user !== undefined) {
+      obj.user = User.toJSON(message.user);
+    }
+    if (message.assigned !== false) {
+      obj.assigned = message.assigned;
+    }
+    if (message.released !== 0) {
+      obj.released = Math.round(message.released);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AssignNodeReply>, I>>(base?: I): AssignNodeReply {
+    return AssignNodeReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AssignNodeReply>, I>>(object: I): AssignNodeReply {
+    const message = createBaseAssignNodeReply();
+    message.user = (object.user !== undefined && object.user !== null) ? User.fromPartial(object.user) : undefined;
+    message.assigned = object.assigned ?? false;
+    message.released = object.released ?? 0;
+    return message;
+  },
+};
+
 function createBaseGetUserRequest(): GetUserRequest {
   return { service: "", email: "" };
 }
@@ -991,8 +1127,8 @@ export const DirectoryService = {
     responseStream: false as const,
     requestSerialize: (value: AssignNodeRequest): Buffer => Buffer.from(AssignNodeRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): AssignNodeRequest => AssignNodeRequest.decode(value),
-    responseSerialize: (value: UserReply): Buffer => Buffer.from(UserReply.encode(value).finish()),
-    responseDeserialize: (value: Buffer): UserReply => UserReply.decode(value),
+    responseSerialize: (value: AssignNodeReply): Buffer => Buffer.from(AssignNodeReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AssignNodeReply => AssignNodeReply.decode(value),
   },
   /** Admin: one user's record. NOT_FOUND when there is none. */
   getUser: {
@@ -1023,7 +1159,7 @@ export interface DirectoryServer extends UntypedServiceImplementation {
    * Records the node for a user that has none; if another request assigned
    * one first, that one wins and is returned.
    */
-  assignNode: handleUnaryCall<AssignNodeRequest, UserReply>;
+  assignNode: handleUnaryCall<AssignNodeRequest, AssignNodeReply>;
   /** Admin: one user's record. NOT_FOUND when there is none. */
   getUser: handleUnaryCall<GetUserRequest, UserReply>;
   /** Admin: clears the node of every user on it, so they move on next login. */
@@ -1050,18 +1186,18 @@ export interface DirectoryClient extends Client {
    */
   assignNode(
     request: AssignNodeRequest,
-    callback: (error: ServiceError | null, response: UserReply) => void,
+    callback: (error: ServiceError | null, response: AssignNodeReply) => void,
   ): ClientUnaryCall;
   assignNode(
     request: AssignNodeRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: UserReply) => void,
+    callback: (error: ServiceError | null, response: AssignNodeReply) => void,
   ): ClientUnaryCall;
   assignNode(
     request: AssignNodeRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: UserReply) => void,
+    callback: (error: ServiceError | null, response: AssignNodeReply) => void,
   ): ClientUnaryCall;
   /** Admin: one user's record. NOT_FOUND when there is none. */
   getUser(

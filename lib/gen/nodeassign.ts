@@ -41,6 +41,11 @@ export interface AllocateRequest {
   service: string;
 }
 
+export interface ReleaseRequest {
+  service: string;
+  url: string;
+}
+
 export interface AddNodeRequest {
   service: string;
   url: string;
@@ -368,6 +373,91 @@ export const AllocateRequest: MessageFns<AllocateRequest> = {
   fromPartial<I extends Exact<DeepPartial<AllocateRequest>, I>>(object: I): AllocateRequest {
     const message = createBaseAllocateRequest();
     message.service = object.service ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseRequest(): ReleaseRequest {
+  return { service: "", url: "" };
+}
+
+export const ReleaseRequest: MessageFns<ReleaseRequest> = {
+  encode(message: ReleaseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.url !== "") {
+      writer.uint32(18).string(message.url);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseRequest {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+    };
+  },
+
+  toJSON(message: ReleaseRequest): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseRequest>, I>>(base?: I): ReleaseRequest {
+    return ReleaseRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseRequest>, I>>(object: I): ReleaseRequest {
+    const message = createBaseReleaseRequest();
+    message.service = object.service ?? "";
+    message.url = object.url ?? "";
     return message;
   },
 };
@@ -840,6 +930,19 @@ export const NodeAssignService = {
     responseSerialize: (value: NodeReply): Buffer => Buffer.from(NodeReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): NodeReply => NodeReply.decode(value),
   },
+  /**
+   * Gives back one slot: a user counted on the node no longer holds it.
+   * NOT_FOUND when there is no such node; a node with no load stays at 0.
+   */
+  release: {
+    path: "/tokenserver.nodeassign.v1.NodeAssign/Release" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseRequest): Buffer => Buffer.from(ReleaseRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseRequest => ReleaseRequest.decode(value),
+    responseSerialize: (value: NodeReply): Buffer => Buffer.from(NodeReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): NodeReply => NodeReply.decode(value),
+  },
   /** Admin RPCs. */
   addNode: {
     path: "/tokenserver.nodeassign.v1.NodeAssign/AddNode" as const,
@@ -885,6 +988,11 @@ export interface NodeAssignServer extends UntypedServiceImplementation {
    * RESOURCE_EXHAUSTED (status string "error", HTTP 503) when no node has room.
    */
   allocate: handleUnaryCall<AllocateRequest, NodeReply>;
+  /**
+   * Gives back one slot: a user counted on the node no longer holds it.
+   * NOT_FOUND when there is no such node; a node with no load stays at 0.
+   */
+  release: handleUnaryCall<ReleaseRequest, NodeReply>;
   /** Admin RPCs. */
   addNode: handleUnaryCall<AddNodeRequest, NodeReply>;
   updateNode: handleUnaryCall<UpdateNodeRequest, NodeReply>;
@@ -908,6 +1016,25 @@ export interface NodeAssignClient extends Client {
   ): ClientUnaryCall;
   allocate(
     request: AllocateRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: NodeReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Gives back one slot: a user counted on the node no longer holds it.
+   * NOT_FOUND when there is no such node; a node with no load stays at 0.
+   */
+  release(
+    request: ReleaseRequest,
+    callback: (error: ServiceError | null, response: NodeReply) => void,
+  ): ClientUnaryCall;
+  release(
+    request: ReleaseRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: NodeReply) => void,
+  ): ClientUnaryCall;
+  release(
+    request: ReleaseRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: NodeReply) => void,

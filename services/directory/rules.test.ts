@@ -1,10 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BadRequest, InvalidClientState, InvalidGeneration, NewUsersDisabled } from '../../lib/errors.js';
-import { decideLogin, requestProblem, type LoginDecision, type LoginInput } from './rules.js';
+import { BadRequest, InvalidClientState, InvalidGeneration, NewUsersDisabled, TooManyRequests } from '../../lib/errors.js';
+import { assignment, decideLogin, MAX_REPLACED, MAX_SEEN_CLIENT_STATES, requestProblem, type LoginDecision, type LoginInput } from './rules.js';
 import type { UserRecord } from './store.js';
 
 const NOW = 1_700_000_000_000;
+const DAY = 86_400_000;
+const POLICY = { clientStateChangesPerDay: 3 };
 
 function input(o: Partial<LoginInput> = {}): LoginInput {
   return { service: 'sync', email: 'alice@example.com', clientState: '', allowNewUsers: true, ...o };
@@ -20,6 +22,7 @@ function user(o: Partial<UserRecord> = {}): UserRecord {
     clientState: 'aaaa',
     seenClientStates: ['0000'],
     replaced: [],
+    stateChanges: [],
     createdAt: NOW - 1000,
     version: 3,
     ...o,
@@ -34,7 +37,7 @@ function rejected(d: LoginDecision, cls: new (...a: never[]) => Error, message?:
 }
 
 test('unknown user is created with a new uid, no node, the request generation and client state', () => {
-  const d = decideLogin(null, input({ generation: 7, clientState: 'abcd' }), NOW);
+  const d = decideLogin(null, input({ generation: 7, clientState: 'abcd' }), NOW, POLICY);
   assert.equal(d.action, 'create');
   if (d.action !== 'create') return;
   assert.deepEqual(d.build(99), {
@@ -46,66 +49,72 @@ test('unknown user is created with a new uid, no node, the request generation an
     clientState: 'abcd',
     seenClientStates: [],
     replaced: [],
+    stateChanges: [],
     createdAt: NOW,
     version: 1,
   });
 });
 
 test('unknown user without a generation starts at generation 0', () => {
-  const d = decideLogin(null, input(), NOW);
+  const d = decideLogin(null, input(), NOW, POLICY);
   assert.equal(d.action === 'create' && d.build(1).generation, 0);
 });
 
 test('unknown user while new users are off → NewUsersDisabled', () => {
-  rejected(decideLogin(null, input({ allowNewUsers: false }), NOW), NewUsersDisabled);
+  rejected(decideLogin(null, input({ allowNewUsers: false }), NOW, POLICY), NewUsersDisabled);
 });
 
 test('new users off does not affect a known user', () => {
-  assert.equal(decideLogin(user(), input({ clientState: 'aaaa', allowNewUsers: false }), NOW).action, 'keep');
+  assert.equal(decideLogin(user(), input({ generation: 5, clientState: 'aaaa', allowNewUsers: false }), NOW, POLICY).action, 'keep');
 });
 
 test('a generation that is not a non-negative safe integer → InvalidGeneration, for new and known users', () => {
   for (const g of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.MAX_SAFE_INTEGER + 1]) {
-    rejected(decideLogin(null, input({ generation: g }), NOW), InvalidGeneration, /non-negative/);
-    rejected(decideLogin(user(), input({ generation: g, clientState: 'aaaa' }), NOW), InvalidGeneration, /non-negative/);
+    rejected(decideLogin(null, input({ generation: g }), NOW, POLICY), InvalidGeneration, /non-negative/);
+    rejected(decideLogin(user(), input({ generation: g, clientState: 'aaaa' }), NOW, POLICY), InvalidGeneration, /non-negative/);
   }
-  assert.equal(decideLogin(user({ generation: 0 }), input({ generation: 0, clientState: 'aaaa' }), NOW).action, 'keep');
+  assert.equal(decideLogin(user({ generation: 0 }), input({ generation: 0, clientState: 'aaaa' }), NOW, POLICY).action, 'keep');
 });
 
 test('a lower generation → InvalidGeneration', () => {
-  rejected(decideLogin(user({ generation: 5 }), input({ generation: 4, clientState: 'aaaa' }), NOW), InvalidGeneration, /older/);
+  rejected(decideLogin(user({ generation: 5 }), input({ generation: 4, clientState: 'aaaa' }), NOW, POLICY), InvalidGeneration, /older/);
 });
 
 test('the same generation and client state → keep', () => {
-  assert.equal(decideLogin(user({ generation: 5 }), input({ generation: 5, clientState: 'aaaa' }), NOW).action, 'keep');
+  assert.equal(decideLogin(user({ generation: 5 }), input({ generation: 5, clientState: 'aaaa' }), NOW, POLICY).action, 'keep');
 });
 
-test('no generation never lowers or changes the recorded one → keep', () => {
-  assert.equal(decideLogin(user({ generation: 5 }), input({ clientState: 'aaaa' }), NOW).action, 'keep');
+test('no generation once one is recorded counts as 0 → InvalidGeneration, also with a client-state change', () => {
+  rejected(decideLogin(user({ generation: 5 }), input({ clientState: 'aaaa' }), NOW, POLICY), InvalidGeneration, /required/);
+  rejected(decideLogin(user({ generation: 1 }), input({ clientState: 'bbbb' }), NOW, POLICY), InvalidGeneration, /required/);
+});
+
+test('no generation while none is recorded (generation 0) → keep', () => {
+  assert.equal(decideLogin(user({ generation: 0 }), input({ clientState: 'aaaa' }), NOW, POLICY).action, 'keep');
 });
 
 test('a higher generation is recorded on the same uid, version bumped', () => {
   const existing = user({ generation: 5 });
-  const d = decideLogin(existing, input({ generation: 9, clientState: 'aaaa' }), NOW);
+  const d = decideLogin(existing, input({ generation: 9, clientState: 'aaaa' }), NOW, POLICY);
   assert.deepEqual(d, { action: 'update', record: { ...existing, generation: 9, version: 4 } });
 });
 
 test('client state: a value seen before → InvalidClientState (stale)', () => {
-  rejected(decideLogin(user(), input({ generation: 6, clientState: '0000' }), NOW), InvalidClientState, /stale/);
+  rejected(decideLogin(user(), input({ generation: 6, clientState: '0000' }), NOW, POLICY), InvalidClientState, /stale/);
 });
 
 test('client state: empty after a non-empty one → InvalidClientState', () => {
-  rejected(decideLogin(user(), input({ generation: 6, clientState: '' }), NOW), InvalidClientState, /empty/);
-  rejected(decideLogin(user(), input({ clientState: '' }), NOW), InvalidClientState, /empty/);
+  rejected(decideLogin(user(), input({ generation: 6, clientState: '' }), NOW, POLICY), InvalidClientState, /empty/);
+  rejected(decideLogin(user({ generation: 0 }), input({ clientState: '' }), NOW, POLICY), InvalidClientState, /empty/);
 });
 
 test('client state: a new value with a generation but no increase → InvalidClientState', () => {
-  rejected(decideLogin(user({ generation: 5 }), input({ generation: 5, clientState: 'bbbb' }), NOW), InvalidClientState, /generation/);
+  rejected(decideLogin(user({ generation: 5 }), input({ generation: 5, clientState: 'bbbb' }), NOW, POLICY), InvalidClientState, /generation/);
 });
 
 test('client state: a new value with a higher generation → new uid, old state seen, node reset, old uid replaced', () => {
-  const existing = user({ generation: 5, replaced: [{ uid: 3, node: 'https://old.example.com', replacedAt: 1 }] });
-  const d = decideLogin(existing, input({ generation: 6, clientState: 'bbbb' }), NOW);
+  const existing = user({ generation: 5, replaced: [{ uid: 3, node: 'https://old.example.com', replacedAt: 1, released: false }] });
+  const d = decideLogin(existing, input({ generation: 6, clientState: 'bbbb' }), NOW, POLICY);
   assert.equal(d.action, 'newUid');
   if (d.action !== 'newUid') return;
   assert.deepEqual(d.build(11), {
@@ -116,22 +125,23 @@ test('client state: a new value with a higher generation → new uid, old state 
     clientState: 'bbbb',
     seenClientStates: ['0000', 'aaaa'],
     replaced: [
-      { uid: 3, node: 'https://old.example.com', replacedAt: 1 },
-      { uid: 10, node: 'https://node.example.com', replacedAt: NOW },
+      { uid: 3, node: 'https://old.example.com', replacedAt: 1, released: false },
+      { uid: 10, node: 'https://node.example.com', replacedAt: NOW, released: false },
     ],
+    stateChanges: [NOW],
     version: 4,
   });
 });
 
-test('client state: a new value without any generation (IdP supplies none) → new uid, generation kept', () => {
-  const d = decideLogin(user({ generation: 5 }), input({ clientState: 'bbbb' }), NOW);
+test('client state: a new value without any generation (IdP supplies none) → new uid, generation stays 0', () => {
+  const d = decideLogin(user({ generation: 0 }), input({ clientState: 'bbbb' }), NOW, POLICY);
   assert.equal(d.action, 'newUid');
   if (d.action !== 'newUid') return;
-  assert.equal(d.build(11).generation, 5);
+  assert.equal(d.build(11).generation, 0);
 });
 
 test('client state: leaving an empty state does not put "" in the seen list', () => {
-  const d = decideLogin(user({ clientState: '', seenClientStates: [] }), input({ clientState: 'aaaa' }), NOW);
+  const d = decideLogin(user({ generation: 0, clientState: '', seenClientStates: [] }), input({ clientState: 'aaaa' }), NOW, POLICY);
   assert.equal(d.action, 'newUid');
   if (d.action !== 'newUid') return;
   assert.deepEqual(d.build(11).seenClientStates, []);
@@ -154,7 +164,7 @@ function replay(steps: Array<{ generation?: number; clientState: string; expect:
   let nextUid = 1;
   for (const [i, step] of steps.entries()) {
     const beforeUid: number | undefined = (record as UserRecord | null)?.uid;
-    const d = decideLogin(record, input({ generation: step.generation, clientState: step.clientState }), NOW + i);
+    const d = decideLogin(record, input({ generation: step.generation, clientState: step.clientState }), NOW + i, POLICY);
     if (typeof step.expect !== 'string') {
       rejected(d, step.expect);
       continue;
@@ -186,4 +196,61 @@ test('one user history: generations only go up, a client-state change needs a ge
   assert.equal(final.clientState, 'aaaa');
   assert.deepEqual(final.seenClientStates, ['orig']);
   assert.deepEqual(final.replaced.map((r) => r.uid), [1]);
+});
+
+test('client-state changes: allowed below the daily limit, 429 with Retry-After at it; older changes do not count', () => {
+  const change = (stateChanges: number[]) => decideLogin(user({ stateChanges }), input({ generation: 6, clientState: 'bbbb' }), NOW, POLICY);
+  const two = change([NOW - 2000, NOW - 1000]);
+  assert.equal(two.action, 'newUid');
+  if (two.action === 'newUid') assert.deepEqual(two.build(11).stateChanges, [NOW - 2000, NOW - 1000, NOW]);
+  const full = change([NOW - DAY + 5000, NOW - 2000, NOW - 1000]);
+  rejected(full, TooManyRequests, /3 client-state changes/);
+  if (full.action === 'reject') {
+    assert.equal(full.error.status, 429);
+    assert.equal(full.error.statusString, 'error');
+    assert.equal(full.error.headers['Retry-After'], '5', 'when the oldest of the day leaves the window');
+  }
+  const aged = change([NOW - DAY, NOW - DAY - 1, NOW - 1000]);
+  assert.equal(aged.action, 'newUid', 'changes a day old or older have expired');
+  if (aged.action === 'newUid') assert.deepEqual(aged.build(11).stateChanges, [NOW - 1000, NOW], 'and are dropped');
+  // More recorded than a lowered limit allows: wait until enough have expired.
+  const lowered = decideLogin(user({ stateChanges: [NOW - 9000, NOW - 8000, NOW - 7000] }), input({ generation: 6, clientState: 'bbbb' }), NOW, { clientStateChangesPerDay: 1 });
+  rejected(lowered, TooManyRequests);
+  if (lowered.action === 'reject') assert.equal(lowered.error.headers['Retry-After'], String(DAY / 1000 - 7));
+});
+
+test('client-state changes: a refused or unchanged state does not count against the limit', () => {
+  const full = user({ stateChanges: [NOW - 3, NOW - 2, NOW - 1] });
+  rejected(decideLogin(full, input({ generation: 6, clientState: '0000' }), NOW, POLICY), InvalidClientState);
+  assert.equal(decideLogin(full, input({ generation: 6, clientState: 'aaaa' }), NOW, POLICY).action, 'update');
+});
+
+test('the seen and replaced lists keep only the newest entries', () => {
+  const seen = Array.from({ length: MAX_SEEN_CLIENT_STATES }, (_, i) => `s${i}`);
+  const replaced = Array.from({ length: MAX_REPLACED }, (_, i) => ({ uid: i, node: 'https://n.example', replacedAt: i, released: false }));
+  const d = decideLogin(user({ seenClientStates: seen, replaced }), input({ generation: 6, clientState: 'bbbb' }), NOW, POLICY);
+  assert.equal(d.action, 'newUid');
+  if (d.action !== 'newUid') return;
+  const next = d.build(11);
+  assert.equal(next.seenClientStates.length, MAX_SEEN_CLIENT_STATES);
+  assert.deepEqual([next.seenClientStates[0], next.seenClientStates.at(-1)], ['s1', 'aaaa']);
+  assert.equal(next.replaced.length, MAX_REPLACED);
+  assert.deepEqual([next.replaced[0].uid, next.replaced.at(-1)?.uid], [1, 10]);
+});
+
+test('assignment: only for the current uid without a node; releases unreleased replaced uids on the same node only', () => {
+  const node = 'https://n.example';
+  const replaced = [
+    { uid: 1, node, replacedAt: 1, released: true },
+    { uid: 2, node: 'https://other.example', replacedAt: 2, released: false },
+    { uid: 3, node, replacedAt: 3, released: false },
+    { uid: 4, node: '', replacedAt: 4, released: false },
+  ];
+  const fresh = user({ node: '', replaced });
+  assert.equal(assignment(fresh, 99, node), null, 'another uid');
+  assert.equal(assignment(user({ node }), 10, node), null, 'a node already');
+  const a = assignment(fresh, 10, node);
+  assert.equal(a?.released, 1);
+  assert.deepEqual(a?.record, { ...fresh, node, version: 4, replaced: [replaced[0], replaced[1], { ...replaced[2], released: true }, replaced[3]] });
+  assert.equal(assignment(fresh, 10, 'https://third.example')?.released, 0);
 });

@@ -2,7 +2,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DirectoryClient, type LoginRequest, type User } from '../../lib/gen/directory.js';
-import { call, CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
+import { call, grpcClient } from '../../lib/grpc.js';
 import {
   BadRequest,
   InvalidClientState,
@@ -14,15 +14,15 @@ import {
 import { startDirectory, type RunningDirectory } from './server.js';
 import { login as applyLogin } from './service.js';
 import { SqliteUserStore } from './store-sqlite.js';
-import { healthStatus, tempStoreUrl } from '../../tests/support/services.js';
+import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 
 const temp = tempStoreUrl('directory-service-');
 let server: RunningDirectory;
 let client: DirectoryClient;
 
 before(async () => {
-  server = await startDirectory({ storeUrl: temp.storeUrl, port: 0 });
-  client = new DirectoryClient(`127.0.0.1:${server.port}`, insecure(), CLIENT_OPTIONS);
+  server = await startDirectory({ storeUrl: temp.storeUrl, port: 0, auth: TEST_AUTH });
+  client = grpcClient(DirectoryClient, `127.0.0.1:${server.port}`, TEST_AUTH);
 });
 
 after(async () => {
@@ -32,6 +32,7 @@ after(async () => {
 });
 
 const opts = { deadlineMs: 10_000, retryAfter: 10 };
+const POLICY = { clientStateChangesPerDay: 10 };
 let emails = 0;
 const freshEmail = () => `user${++emails}@example.com`;
 
@@ -51,12 +52,33 @@ async function loginError(email: string, o: Partial<LoginRequest> = {}): Promise
 }
 
 const getUser = (email: string) => call(client, client.getUser, { service: 'sync', email }, opts).then((r) => r.user!);
-const assignNode = (email: string, uid: number, node: string) =>
-  call(client, client.assignNode, { service: 'sync', email, uid, node }, opts).then((r) => r.user!);
+const assignNodeReply = (email: string, uid: number, node: string) => call(client, client.assignNode, { service: 'sync', email, uid, node }, opts);
+const assignNode = (email: string, uid: number, node: string) => assignNodeReply(email, uid, node).then((r) => r.user!);
 
 test('health check answers SERVING for the server and the Directory service', async () => {
   assert.equal(await healthStatus(server.port, ''), 'SERVING');
   assert.equal(await healthStatus(server.port, 'tokenserver.directory.v1.Directory'), 'SERVING');
+});
+
+test('without the internal secret, or with a wrong one, every call is UNAUTHENTICATED and changes nothing', async () => {
+  const email = freshEmail();
+  const before = await login(email, { generation: 5 });
+  for (const { name, auth } of WRONG_AUTHS) {
+    const stranger = grpcClient(DirectoryClient, `127.0.0.1:${server.port}`, auth);
+    try {
+      // A huge generation would lock the user out for good.
+      const lockOut: LoginRequest = { service: 'sync', email, clientState: '', allowNewUsers: true, generation: Number.MAX_SAFE_INTEGER };
+      await assert.rejects(call(stranger, stranger.login, lockOut, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.login, { ...lockOut, email: freshEmail() }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.getUser, { service: 'sync', email }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.unassignNode, { service: 'sync', node: before.node }, opts), UNAUTHENTICATED, name);
+    } finally {
+      stranger.close();
+    }
+  }
+  assert.deepEqual(await getUser(email), before);
+  // The same call with the secret works.
+  assert.equal((await login(email, { generation: 6 })).generation, 6);
 });
 
 test('one user history through gRPC, with the protocol error classes coming back', async () => {
@@ -72,8 +94,9 @@ test('one user history through gRPC, with the protocol error classes coming back
   assert.equal(g13.uid, uid);
   assert.equal(g13.generation, 13);
   assert.ok((await loginError(email, { generation: 12, clientState: 'orig' })) instanceof InvalidGeneration);
-  const noGen = await login(email, { clientState: 'orig' });
-  assert.equal(noGen.generation, 13, 'no generation leaves the recorded one');
+  const noGen = await loginError(email, { clientState: 'orig' });
+  assert.ok(noGen instanceof InvalidGeneration, 'no generation once one is recorded counts as 0');
+  assert.equal((await getUser(email)).generation, 13);
   assert.ok((await loginError(email, { generation: 13, clientState: 'aaaa' })) instanceof InvalidClientState);
   const moved = await login(email, { generation: 14, clientState: 'aaaa' });
   assert.notEqual(moved.uid, uid);
@@ -208,7 +231,7 @@ test('login retries after losing a race: parallel first logins on one store inse
   };
   try {
     const req = { service: 'sync', email: 'race@example.com', clientState: '', allowNewUsers: true };
-    const users = await Promise.all(Array.from({ length: 50 }, () => applyLogin(store, req)));
+    const users = await Promise.all(Array.from({ length: 50 }, () => applyLogin(store, req, POLICY)));
     assert.ok(lostInserts > 0, 'the parallel logins did race');
     assert.equal(inserts - lostInserts, 1);
     assert.equal(new Set(users.map((u) => u.uid)).size, 1);
@@ -231,9 +254,9 @@ test('an existing user with nothing to change costs one read and no write', asyn
   }
   try {
     const req = { service: 'sync', email: 'keep@example.com', generation: 3, clientState: 'aaaa', allowNewUsers: true };
-    const created = await applyLogin(store, req);
+    const created = await applyLogin(store, req, POLICY);
     calls.length = 0;
-    const again = await applyLogin(store, req);
+    const again = await applyLogin(store, req, POLICY);
     assert.deepEqual(calls, ['get']);
     assert.equal(again.version, created.version);
     assert.equal(again.uid, created.uid);

@@ -6,6 +6,7 @@ import { BadRequest, RecordNotFound, ServiceUnavailable } from '../../lib/errors
 import { unary } from '../../lib/grpc.js';
 import type { Logger } from '../../lib/log.js';
 import type {
+  AssignNodeReply,
   AssignNodeRequest,
   GetUserRequest,
   LoginRequest,
@@ -14,7 +15,7 @@ import type {
   User,
   UserReply,
 } from '../../lib/gen/directory.js';
-import { decideLogin, requestProblem } from './rules.js';
+import { assignment, decideLogin, requestProblem, type LoginPolicy } from './rules.js';
 import type { UserRecord, UserStore } from './store.js';
 
 /**
@@ -47,11 +48,11 @@ function contention(): ServiceUnavailable {
   return new ServiceUnavailable('too many concurrent updates of one user, try again');
 }
 
-export async function login(store: UserStore, req: LoginRequest): Promise<UserRecord> {
+export async function login(store: UserStore, req: LoginRequest, policy: LoginPolicy): Promise<UserRecord> {
   check(req);
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const existing = await store.get(req.service, req.email);
-    const decision = decideLogin(existing, req, Date.now());
+    const decision = decideLogin(existing, req, Date.now(), policy);
     switch (decision.action) {
       case 'reject':
         throw decision.error;
@@ -75,26 +76,35 @@ export async function login(store: UserStore, req: LoginRequest): Promise<UserRe
   throw contention();
 }
 
+export interface AssignResult {
+  record: UserRecord;
+  /** This call wrote the node. */
+  assigned: boolean;
+  /** Slots of replaced uids on that node to give back; only the writing call gets them, so they are given back once. */
+  released: number;
+}
+
 /** Records `node` for the user if it still has that uid and no node; otherwise the stored record wins. */
-export async function assignNode(store: UserStore, req: AssignNodeRequest): Promise<UserRecord> {
+export async function assignNode(store: UserStore, req: AssignNodeRequest): Promise<AssignResult> {
   check(req);
   if (req.node === '') throw new BadRequest('node is required');
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const existing = await store.get(req.service, req.email);
     if (!existing) throw new RecordNotFound(`no user ${req.email} in ${req.service}`);
-    if (existing.uid !== req.uid || existing.node !== '') return existing;
-    const record = { ...existing, node: req.node, version: existing.version + 1 };
-    if (await store.replace(record, existing.version)) return record;
+    const next = assignment(existing, req.uid, req.node);
+    if (!next) return { record: existing, assigned: false, released: 0 };
+    if (await store.replace(next.record, existing.version)) return { record: next.record, assigned: true, released: next.released };
   }
   throw contention();
 }
 
-export function directoryService(store: UserStore, log: Logger): UntypedServiceImplementation {
+export function directoryService(store: UserStore, log: Logger, policy: LoginPolicy): UntypedServiceImplementation {
   return {
-    login: unary<LoginRequest, UserReply>(log, 'Login', async (req) => ({ user: toUser(await login(store, req)) })),
-    assignNode: unary<AssignNodeRequest, UserReply>(log, 'AssignNode', async (req) => ({
-      user: toUser(await assignNode(store, req)),
-    })),
+    login: unary<LoginRequest, UserReply>(log, 'Login', async (req) => ({ user: toUser(await login(store, req, policy)) })),
+    assignNode: unary<AssignNodeRequest, AssignNodeReply>(log, 'AssignNode', async (req) => {
+      const { record, assigned, released } = await assignNode(store, req);
+      return { user: toUser(record), assigned, released };
+    }),
     getUser: unary<GetUserRequest, UserReply>(log, 'GetUser', async (req) => {
       check(req);
       const record = await store.get(req.service, req.email);

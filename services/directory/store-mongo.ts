@@ -5,9 +5,13 @@
 import { Long, type Collection } from 'mongodb';
 import { InternalError } from '../../lib/errors.js';
 import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
-import type { UserRecord, UserStore } from './store.js';
+import type { ReplacedUser, UserRecord, UserStore } from './store.js';
 
-type UserDoc = UserRecord;
+/** Documents written before these fields existed lack them. */
+type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced'> & {
+  stateChanges?: number[];
+  replaced: Array<Omit<ReplacedUser, 'released'> & { released?: boolean }>;
+};
 
 interface CounterDoc {
   _id: string;
@@ -17,7 +21,11 @@ interface CounterDoc {
 const UID_COUNTER = 'uid';
 
 /** Exactly the record's fields, so nothing else (an _id, a stray property) is stored or returned. */
-function toDoc(r: UserRecord): UserDoc {
+function toDoc(r: UserRecord): UserRecord {
+  return fromDoc(r);
+}
+
+function fromDoc(r: UserDoc): UserRecord {
   return {
     service: r.service,
     email: r.email,
@@ -26,13 +34,12 @@ function toDoc(r: UserRecord): UserDoc {
     generation: r.generation,
     clientState: r.clientState,
     seenClientStates: [...r.seenClientStates],
-    replaced: r.replaced.map((x) => ({ uid: x.uid, node: x.node, replacedAt: x.replacedAt })),
+    replaced: r.replaced.map((x) => ({ uid: x.uid, node: x.node, replacedAt: x.replacedAt, released: x.released ?? false })),
+    stateChanges: [...(r.stateChanges ?? [])],
     createdAt: r.createdAt,
     version: r.version,
   };
 }
-
-const fromDoc = toDoc;
 
 export class MongoUserStore implements UserStore {
   private constructor(

@@ -1,6 +1,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SqliteUserStore } from './store-sqlite.js';
@@ -37,4 +38,29 @@ test('sqlite: two connections on one file see each other and never share a uid',
   assert.equal(await b.insert(sampleUser({ uid: 2 })), false);
   await a.close();
   await b.close();
+});
+
+test('sqlite: a file from before state_changes gets the column; its users read as having made no change', async () => {
+  const file = freshFile();
+  mkdirSync(path.dirname(file), { recursive: true });
+  const old = new Database(file);
+  old.exec(`CREATE TABLE dir_users (service TEXT NOT NULL, email TEXT NOT NULL, uid INTEGER NOT NULL, node TEXT NOT NULL,
+    generation INTEGER NOT NULL, client_state TEXT NOT NULL, seen_client_states TEXT NOT NULL, replaced TEXT NOT NULL,
+    created_at INTEGER NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (service, email)) WITHOUT ROWID`);
+  old.prepare('INSERT INTO dir_users VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').run(
+    'sync', 'old@example.com', 3, 'https://n.example', 2, 'bbbb', '["aaaa"]', '[{"uid":1,"node":"https://n.example","replacedAt":5}]', 7, 4,
+  );
+  old.close();
+  const store = SqliteUserStore.open(file);
+  try {
+    const rec = await store.get('sync', 'old@example.com');
+    assert.deepEqual(rec?.stateChanges, []);
+    assert.deepEqual(rec?.replaced, [{ uid: 1, node: 'https://n.example', replacedAt: 5, released: false }]);
+    assert.equal(await store.replace({ ...rec!, stateChanges: [9], version: 5 }, 4), true);
+    assert.deepEqual((await store.get('sync', 'old@example.com'))?.stateChanges, [9]);
+  } finally {
+    await store.close();
+  }
+  // Opening again (the column exists now) is fine.
+  await SqliteUserStore.open(file).close();
 });

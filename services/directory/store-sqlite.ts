@@ -2,7 +2,7 @@
 // write is atomic even when several processes share the file. The file may
 // also hold the nodes store, hence the `dir_` table prefix.
 import type Database from 'better-sqlite3';
-import { openSqlite } from '../../lib/sqlite.js';
+import { openSqlite, retryWhileBusy } from '../../lib/sqlite.js';
 import type { ReplacedUser, UserRecord, UserStore } from './store.js';
 
 const SCHEMA = `
@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS dir_users (
   client_state TEXT NOT NULL,
   seen_client_states TEXT NOT NULL,
   replaced TEXT NOT NULL,
+  state_changes TEXT NOT NULL DEFAULT '[]',
   created_at INTEGER NOT NULL,
   version INTEGER NOT NULL,
   PRIMARY KEY (service, email)
@@ -36,6 +37,7 @@ interface UserRow {
   client_state: string;
   seen_client_states: string;
   replaced: string;
+  state_changes: string;
   created_at: number;
   version: number;
 }
@@ -50,6 +52,7 @@ function toRow(r: UserRecord): UserRow {
     client_state: r.clientState,
     seen_client_states: JSON.stringify(r.seenClientStates),
     replaced: JSON.stringify(r.replaced),
+    state_changes: JSON.stringify(r.stateChanges),
     created_at: r.createdAt,
     version: r.version,
   };
@@ -64,10 +67,23 @@ function fromRow(row: UserRow): UserRecord {
     generation: row.generation,
     clientState: row.client_state,
     seenClientStates: JSON.parse(row.seen_client_states) as string[],
-    replaced: JSON.parse(row.replaced) as ReplacedUser[],
+    replaced: (JSON.parse(row.replaced) as ReplacedUser[]).map((r) => ({ ...r, released: r.released ?? false })),
+    stateChanges: JSON.parse(row.state_changes) as number[],
     createdAt: row.created_at,
     version: row.version,
   };
+}
+
+/** Files made before state_changes existed get the column; their users read as having made no change. */
+function addStateChanges(db: Database.Database): void {
+  const columns = db.prepare<[], { name: string }>('PRAGMA table_info(dir_users)').all();
+  if (columns.some((c) => c.name === 'state_changes')) return;
+  try {
+    retryWhileBusy(() => db.exec("ALTER TABLE dir_users ADD COLUMN state_changes TEXT NOT NULL DEFAULT '[]'"));
+  } catch (err) {
+    // Another process sharing the file added it first.
+    if (!/duplicate column/i.test((err as Error).message)) throw err;
+  }
 }
 
 export class SqliteUserStore implements UserStore {
@@ -77,13 +93,13 @@ export class SqliteUserStore implements UserStore {
     this.stmts = {
       get: db.prepare<[string, string], UserRow>('SELECT * FROM dir_users WHERE service = ? AND email = ?'),
       insert: db.prepare<[UserRow]>(
-        `INSERT INTO dir_users (service, email, uid, node, generation, client_state, seen_client_states, replaced, created_at, version)
-         VALUES (@service, @email, @uid, @node, @generation, @client_state, @seen_client_states, @replaced, @created_at, @version)
+        `INSERT INTO dir_users (service, email, uid, node, generation, client_state, seen_client_states, replaced, state_changes, created_at, version)
+         VALUES (@service, @email, @uid, @node, @generation, @client_state, @seen_client_states, @replaced, @state_changes, @created_at, @version)
          ON CONFLICT (service, email) DO NOTHING`,
       ),
       replace: db.prepare<[UserRow & { expected: number }]>(
         `UPDATE dir_users SET uid = @uid, node = @node, generation = @generation, client_state = @client_state,
-           seen_client_states = @seen_client_states, replaced = @replaced, created_at = @created_at, version = @version
+           seen_client_states = @seen_client_states, replaced = @replaced, state_changes = @state_changes, created_at = @created_at, version = @version
          WHERE service = @service AND email = @email AND version = @expected`,
       ),
       nextUid: db.prepare<[], { value: number }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value"),
@@ -94,7 +110,9 @@ export class SqliteUserStore implements UserStore {
 
   /** `file` is a path (parent folders are created) or `:memory:`. */
   static open(file: string): SqliteUserStore {
-    return new SqliteUserStore(openSqlite(file, SCHEMA));
+    const db = openSqlite(file, SCHEMA);
+    addStateChanges(db);
+    return new SqliteUserStore(db);
   }
 
   async get(service: string, email: string): Promise<UserRecord | null> {

@@ -4,6 +4,8 @@
 // (then each test is skipped with the reason printed).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from './rules.js';
+import { login } from './service.js';
 import type { UserRecord, UserStore } from './store.js';
 
 export type StoreOpener<S> = () => Promise<S | null>;
@@ -40,6 +42,7 @@ export function sampleUser(overrides: Partial<UserRecord> = {}): UserRecord {
     clientState: '',
     seenClientStates: [],
     replaced: [],
+    stateChanges: [],
     createdAt: 1_700_000_000_000,
     version: 1,
     ...overrides,
@@ -64,7 +67,8 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
       generation: Number.MAX_SAFE_INTEGER,
       clientState: 'bbbb',
       seenClientStates: ['aaaa', 'a.b_c-d'],
-      replaced: [{ uid: 7, node: 'https://node0.example.com', replacedAt: 1_700_000_000_123 }],
+      replaced: [{ uid: 7, node: 'https://node0.example.com', replacedAt: 1_700_000_000_123, released: true }],
+      stateChanges: [1_700_000_000_100, 1_700_000_000_123],
       version: 3,
     });
     assert.equal(await store.insert(rec), true);
@@ -178,5 +182,18 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
     const stored = await store.get('sync', 'alice@example.com');
     assert.equal(stored?.node, '');
     assert.equal(stored?.generation, 0);
+  });
+
+  it('client-state churn through the login rules keeps the seen and replaced lists capped', async (store) => {
+    const changes = MAX_REPLACED + 5;
+    const policy = { clientStateChangesPerDay: changes + 1 };
+    const req = { service: 'sync', email: 'churn@example.com', allowNewUsers: true };
+    for (let i = 0; i <= changes; i++) await login(store, { ...req, generation: i + 1, clientState: `s${i}` }, policy);
+    const stored = await store.get('sync', 'churn@example.com');
+    assert.equal(stored?.clientState, `s${changes}`);
+    assert.equal(stored?.seenClientStates.length, MAX_SEEN_CLIENT_STATES);
+    assert.equal(stored?.seenClientStates.at(-1), `s${changes - 1}`, 'the newest are kept');
+    assert.equal(stored?.replaced.length, MAX_REPLACED);
+    assert.equal(stored?.stateChanges.length, changes);
   });
 }

@@ -7,6 +7,8 @@ export interface ReplacedUser {
   node: string;
   /** ms since epoch */
   replacedAt: number;
+  /** Its node slot was given back (the user's new uid landed on the same node). Missing in old records: false. */
+  released: boolean;
 }
 
 export interface UserRecord {
@@ -19,8 +21,10 @@ export interface UserRecord {
   clientState: string;
   /** Client states this user had before the current one. */
   seenClientStates: string[];
-  /** Old uid/node pairs left behind by client-state changes, for clean-up. */
+  /** Old uid/node pairs left behind by client-state changes, for clean-up; the newest MAX_REPLACED. */
   replaced: ReplacedUser[];
+  /** When (ms since epoch) the client-state changes of the last 24 hours happened, oldest first. Missing in old records: []. */
+  stateChanges: number[];
   /** ms since epoch */
   createdAt: number;
   /** Bumped by every write; the guard of compare-and-set updates. */

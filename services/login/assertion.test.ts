@@ -10,14 +10,19 @@ import {
   critProblem,
   decodeJws,
   importVerifyKey,
+  isAcceptableRsaExponent,
   LruCache,
+  MAX_AUTHORIZATION_LENGTH,
   parseAuthorization,
+  padRsaSignature,
   parseGeneration,
   userPublicKey,
   type AssertionVerifier,
 } from './assertion.js';
+import { KeyObject, sign } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
 import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../../lib/idp.js';
+import { forgeExponentOneJws, signUnencodedJws } from './testkit.js';
 
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 const jws = (header: unknown, payload: unknown, sig = 'c2ln') => `${b64(header)}.${b64(payload)}.${sig}`;
@@ -36,6 +41,26 @@ describe('parseAuthorization', () => {
   test('wrong number of bundle parts or oversized credentials → InvalidCredentials', () => {
     for (const h of ['Assertion abc', 'Assertion a~b~c', 'Assertion ~b', 'Assertion a~', `Assertion ${'a'.repeat(20_000)}~b`]) {
       assert.throws(() => parseAuthorization(h), InvalidCredentials, h.slice(0, 40));
+    }
+  });
+  test('the length is checked before any parsing: an oversized header of any shape → InvalidCredentials', () => {
+    // Each would be Unauthorized (unparseable) if it were parsed first.
+    for (const h of [`Assertion${' '.repeat(MAX_AUTHORIZATION_LENGTH)}x y`, `Assertion ${'\t'.repeat(MAX_AUTHORIZATION_LENGTH)}`, ':'.repeat(MAX_AUTHORIZATION_LENGTH + 1)]) {
+      assert.throws(() => parseAuthorization(h), (e) => e instanceof InvalidCredentials && /too large/.test(e.message), h.slice(0, 12));
+    }
+    assert.throws(() => parseAuthorization(`Assertion ${'a'.repeat(MAX_AUTHORIZATION_LENGTH - 10)}`), InvalidCredentials, 'just under: parsed, one part');
+  });
+  test('16 KB adversarial blank runs (the old backtracking regex’s worst case) are refused as unparseable', () => {
+    const blanks = ' \t'.repeat(4000);
+    for (const h of [`Assertion${' '.repeat(16_000)}x y`, `Assertion${blanks}x${blanks}y`, `Assertion x${blanks}${blanks}\u00a0`, `Assertion${blanks}a~b${blanks}c`]) {
+      assert.throws(() => parseAuthorization(h), (e) => e instanceof Unauthorized && /unparseable/.test(e.message), JSON.stringify(h.slice(-8)));
+    }
+    assert.throws(() => parseAuthorization(`Assertion${blanks}${blanks}`), /missing assertion/);
+    assert.equal(parseAuthorization(`Assertion${blanks.slice(0, 4000)}a~b${blanks.slice(0, 4000)}`).assertion, 'b');
+  });
+  test('the scheme must be followed by a blank', () => {
+    for (const h of ['Assertion:a~b', 'Assertion\u00a0a~b', 'Assertion\na~b', '1Assertion a~b']) {
+      assert.throws(() => parseAuthorization(h), /unparseable/, JSON.stringify(h));
     }
   });
 });
@@ -94,7 +119,11 @@ describe('critProblem', () => {
     assert.equal(critProblem({ alg: 'ES256' }), null);
     assert.equal(critProblem({ alg: 'ES256', b64: 'ignored without crit' }), null);
     assert.equal(critProblem({ crit: ['b64'], b64: true }), null);
-    assert.equal(critProblem({ crit: ['b64'], b64: false }), null);
+  });
+  test('b64: false (an unencoded payload) is refused, with or without crit', () => {
+    assert.match(critProblem({ crit: ['b64'], b64: false }) ?? '', /unencoded payload/);
+    assert.match(critProblem({ alg: 'ES256', b64: false }) ?? '', /unencoded payload/);
+    assert.throws(() => decodeJws(jws({ alg: 'ES256', crit: ['b64'], b64: false }, {}), 'assertion'), InvalidCredentials);
   });
   test('malformed, unknown, missing or mistyped extensions', () => {
     for (const crit of ['b64', [], [''], [7], {}]) assert.match(critProblem({ crit, b64: true }) ?? '', /must be an array/, JSON.stringify(crit));
@@ -121,6 +150,20 @@ describe('importVerifyKey', () => {
     const weak = { kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' };
     assert.throws(() => importVerifyKey(weak, 'RS256'), /at least 2048 bits/);
     for (const key_ops of [['sign'], ['verify', 'sign'], 'verify']) assert.throws(() => importVerifyKey({ ...es.publicJwk, key_ops }, 'ES256'), /key_ops/);
+  });
+  test('an RSA key whose exponent is 1 or even is refused', () => {
+    for (const e of [1, 2, 65_536]) {
+      const jwk = { ...rs.publicJwk, e: Buffer.from(e.toString(16).padStart(e > 255 ? 6 : 2, '0'), 'hex').toString('base64url') };
+      assert.throws(() => importVerifyKey(jwk, 'RS256'), /odd and at least 3/, String(e));
+    }
+    assert.equal(importVerifyKey({ ...rs.publicJwk, e: 'Aw' }, 'RS256').asymmetricKeyDetails?.publicExponent, 3n);
+  });
+});
+
+describe('isAcceptableRsaExponent', () => {
+  test('odd and at least 3', () => {
+    for (const e of [3n, 5n, 17n, 65_537n]) assert.equal(isAcceptableRsaExponent(e), true, String(e));
+    for (const e of [0n, 1n, 2n, 4n, 65_536n, -3n]) assert.equal(isAcceptableRsaExponent(e), false, String(e));
   });
 });
 
@@ -176,6 +219,14 @@ describe('userPublicKey', () => {
   });
 });
 
+describe('padRsaSignature', () => {
+  test('left-pads a short signature with zero bytes to the modulus length; leaves others as they are', () => {
+    assert.deepEqual(padRsaSignature(Buffer.from([1, 2]), 4), Buffer.from([0, 0, 1, 2]));
+    assert.deepEqual(padRsaSignature(Buffer.from([1, 2, 3, 4]), 4), Buffer.from([1, 2, 3, 4]));
+    assert.deepEqual(padRsaSignature(Buffer.from([1, 2, 3, 4, 5]), 4), Buffer.from([1, 2, 3, 4, 5]), 'too long stays too long (and fails)');
+  });
+});
+
 describe('certificateClaims', () => {
   const good = { iss: 'idp.example', iat: 1000, exp: 2000, principal: { email: 'a@b.example' }, 'public-key': { kty: 'OKP', crv: 'Ed25519', x: 'A'.repeat(43) } };
   test('accepts well-typed claims; iat optional; generation passed through as sent', () => {
@@ -187,6 +238,13 @@ describe('certificateClaims', () => {
     assert.equal(c.generation, 'x');
     const { iat: _iat, ...noIat } = good;
     assert.equal(certificateClaims(noIat, 'g').iatMs, undefined);
+  });
+  test('the e-mail comes back normalised: lowercase domain, NFC', () => {
+    const email = (e: string) => certificateClaims({ ...good, principal: { email: e } }, 'g').email;
+    assert.equal(email('Alice@EXAMPLE.com'), 'Alice@example.com');
+    assert.equal(email('Jose\u0301@Exa\u0301mple.COM'), 'Jos\u00e9@ex\u00e1mple.com');
+    // The length bound holds before and after normalisation.
+    assert.throws(() => certificateClaims({ ...good, principal: { email: `${'a'.repeat(64)}@${'\u0344'.repeat(126)}b` } }, 'g'), InvalidCredentials);
     assert.equal(certificateClaims({ ...good, g: 4 }, 'g').generation, 4);
   });
   test('wrong claim types → InvalidCredentials', () => {
@@ -229,10 +287,15 @@ describe('assertionClaims', () => {
 
 describe('checkTimes', () => {
   test('within the skew passes; beyond it → InvalidTimestamp', () => {
-    checkTimes({ expMs: 1000 }, 1500, 600, 'x');
-    checkTimes({ expMs: 5000, iatMs: 2000 }, 1500, 600, 'x');
-    assert.throws(() => checkTimes({ expMs: 1000 }, 1601, 600, 'x'), InvalidTimestamp);
-    assert.throws(() => checkTimes({ expMs: 5000, iatMs: 2200 }, 1500, 600, 'x'), InvalidTimestamp);
+    checkTimes({ expMs: 1000 }, 1500, 600, 10_000, 'x');
+    checkTimes({ expMs: 5000, iatMs: 2000 }, 1500, 600, 10_000, 'x');
+    assert.throws(() => checkTimes({ expMs: 1000 }, 1601, 600, 10_000, 'x'), /expired/);
+    assert.throws(() => checkTimes({ expMs: 5000, iatMs: 2200 }, 1500, 600, 10_000, 'x'), /in the future/);
+  });
+  test('exp at most the lifetime plus the skew beyond now; further → InvalidTimestamp', () => {
+    checkTimes({ expMs: 1500 + 10_000 + 600 }, 1500, 600, 10_000, 'x');
+    assert.throws(() => checkTimes({ expMs: 1500 + 10_000 + 601 }, 1500, 600, 10_000, 'x'), (e) => e instanceof InvalidTimestamp && /too far/.test(e.message));
+    assert.throws(() => checkTimes({ expMs: Date.UTC(2100, 0, 1) }, Date.UTC(2026, 0, 1), 60_000, 86_400_000, 'x'), /too far/);
   });
 });
 
@@ -282,8 +345,8 @@ describe('createAssertionVerifier', () => {
     ]);
     verifier = await createAssertionVerifier({
       trustedIssuers: new Map([
-        ['rs.example', [rsIssuer.publicJwk]],
-        ['multi.example', [edIssuer.publicJwk, esIssuer.publicJwk]],
+        ['rs.example', { keys: [rsIssuer.publicJwk], domains: ['example.com'] }],
+        ['multi.example', { keys: [edIssuer.publicJwk, esIssuer.publicJwk], domains: ['*'] }],
       ]),
       audiences: [AUD],
       skewSeconds: 60,
@@ -317,12 +380,30 @@ describe('createAssertionVerifier', () => {
     assert.equal((await verifier.verify(h, NOW)).email, 'alice@example.com');
   });
 
+  test('RS256 signatures one byte short (leading zero dropped, as PyBrowserID writes them) verify', async () => {
+    // RSASSA-PKCS1-v1_5 is deterministic: vary a claim until the signature's first byte is 0x00
+    // (about 1 in 256), then drop that byte as an integer-to-bytes encoder does.
+    const shortJws = (key: KeyPair, payload: (i: number) => Record<string, unknown>) => {
+      const privateKey = KeyObject.from(key.privateKey);
+      for (let i = 0; i < 10_000; i++) {
+        const input = `${b64({ alg: 'RS256' })}.${b64(payload(i))}`;
+        const signature = sign('sha256', Buffer.from(input), privateKey);
+        if (signature[0] === 0) return `${input}.${signature.subarray(1).toString('base64url')}`;
+      }
+      throw new Error('no signature with a leading zero byte in 10 000 tries');
+    };
+    const cert = shortJws(rsIssuer, (i) => ({ iss: 'rs.example', exp: NOW + 3_600_000 + i, principal: { email: 'short@example.com' }, 'public-key': rsUser.publicJwk }));
+    const assertion = shortJws(rsUser, (i) => ({ aud: AUD, exp: NOW + 60_000 + i }));
+    assert.equal(Buffer.from(cert.split('.')[2], 'base64url').length, 255);
+    assert.equal((await verifier.verify(`Assertion ${bundle(cert, assertion)}`, NOW)).email, 'short@example.com');
+  });
+
   test('generation claim: returned when valid, InvalidGeneration otherwise', async () => {
     assert.equal((await verifier.verify(await header({ generation: 12 }), NOW)).generation, 12);
     const cert = await signJws(rsIssuer, {
       iss: 'rs.example',
       exp: NOW + 1000,
-      principal: { email: 'a@b.example' },
+      principal: { email: 'a@example.com' },
       'public-key': esUser.publicJwk,
       'fxa-generation': -3,
     });
@@ -349,6 +430,41 @@ describe('createAssertionVerifier', () => {
     await assert.rejects(verifier.verify(`Assertion ${none}~${assertion}`, NOW), InvalidCredentials);
   });
 
+  test('an issuer certifies only its domains: another domain → InvalidCredentials; "*" certifies any; compared normalised', async () => {
+    const cert = (issuer: string, key: KeyPair, email: string) =>
+      signCertificate(key, { issuer, email, publicKey: esUser.publicJwk, iatMs: NOW - 1000, expMs: NOW + 3_600_000 });
+    const withCert = async (c: string) => `Assertion ${bundle(c, await signAssertion(esUser, { audience: AUD, expMs: NOW + 60_000 }))}`;
+    await assert.rejects(verifier.verify(await withCert(await cert('rs.example', rsIssuer, 'alice@other.example')), NOW), /may not certify/);
+    await assert.rejects(verifier.verify(await withCert(await cert('rs.example', rsIssuer, 'alice@sub.example.com')), NOW), /may not certify/, 'no subdomains');
+    assert.equal((await verifier.verify(await withCert(await cert('rs.example', rsIssuer, 'Alice@EXAMPLE.COM')), NOW)).email, 'Alice@example.com');
+    assert.equal((await verifier.verify(await withCert(await cert('multi.example', esIssuer, 'bob@anywhere.example')), NOW)).email, 'bob@anywhere.example');
+  });
+
+  test('an RSA user key with e = 1 (JWK or legacy form) → InvalidCredentials, though the forged signature checks out', async () => {
+    const n = rsUser.publicJwk.n as string;
+    const forged = forgeExponentOneJws({ aud: AUD, exp: NOW + 60_000 }, n);
+    for (const publicKey of [{ kty: 'RSA', n, e: 'AQ' }, legacyRsaPublicKey({ kty: 'RSA', n, e: 'AQ' })]) {
+      const cert = await signCertificate(rsIssuer, { issuer: 'rs.example', email: 'mallory@example.com', publicKey: publicKey as KeyPair['publicJwk'], iatMs: NOW - 1000, expMs: NOW + 60_000 });
+      await assert.rejects(verifier.verify(`Assertion ${bundle(cert, forged)}`, NOW), /public-key is not usable/, JSON.stringify(publicKey).slice(0, 30));
+    }
+  });
+
+  test('exp beyond the lifetime limits → InvalidTimestamp; defaults 10 min (assertion) and 24 h (certificate)', async () => {
+    await assert.rejects(verifier.verify(await header({ exp: NOW + 600_000 + 61_000 }), NOW), /assertion expires too far/);
+    await assert.rejects(verifier.verify(await header({ certExp: NOW + 86_400_000 + 61_000 }), NOW), /certificate expires too far/);
+    await assert.rejects(verifier.verify(await header({ certExp: Date.UTC(2100, 0, 1) }), NOW), InvalidTimestamp);
+    assert.equal((await verifier.verify(await header({ exp: NOW + 600_000, certExp: NOW + 86_400_000 }), NOW)).email, 'alice@example.com');
+    const short = await createAssertionVerifier({ trustedIssuers: new Map([['rs.example', { keys: [rsIssuer.publicJwk], domains: ['example.com'] }]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g', maxAssertionLifetime: 30, maxCertificateLifetime: 3600 });
+    await assert.rejects(short.verify(await header({ exp: NOW + 31_000 }), NOW), /assertion expires too far/);
+    await assert.rejects(short.verify(await header({ certExp: NOW + 3_601_000 }), NOW), /certificate expires too far/);
+  });
+
+  test('an assertion with b64: false → InvalidCredentials', async () => {
+    const cert = (await header({})).slice('Assertion '.length).split('~')[0];
+    const unencoded = await signUnencodedJws(esUser, { aud: AUD, exp: NOW + 60_000 });
+    await assert.rejects(verifier.verify(`Assertion ${bundle(cert, unencoded)}`, NOW), /unencoded payload/);
+  });
+
   test('an unusable certified key → InvalidCredentials', async () => {
     // A valid-looking but 1024-bit RSA modulus: keys under 2048 bits are refused.
     const h = await header({ publicKey: { kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' } });
@@ -362,7 +478,7 @@ describe('createAssertionVerifier', () => {
   });
 
   test('a verified certificate is cached, and its expiry is still checked on every use', async () => {
-    const v = await createAssertionVerifier({ trustedIssuers: new Map([['rs.example', [rsIssuer.publicJwk]]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
+    const v = await createAssertionVerifier({ trustedIssuers: new Map([['rs.example', { keys: [rsIssuer.publicJwk], domains: ['example.com'] }]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
     const cert = await signCertificate(rsIssuer, { issuer: 'rs.example', email: 'bob@example.com', publicKey: esUser.publicJwk, iatMs: NOW, expMs: NOW + 10_000 });
     const withAssertion = async (expMs: number) => `Assertion ${bundle(cert, await signAssertion(esUser, { audience: AUD, expMs }))}`;
     await v.verify(await withAssertion(NOW + 60_000), NOW);
@@ -378,7 +494,7 @@ describe('createAssertionVerifier', () => {
 
   test('unsupported or broken trusted issuer keys stop the service at start', async () => {
     const make = (jwk: Record<string, unknown>) =>
-      createAssertionVerifier({ trustedIssuers: new Map([['x', [jwk as KeyPair['publicJwk']]]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
+      createAssertionVerifier({ trustedIssuers: new Map([['x', { keys: [jwk as KeyPair['publicJwk']], domains: ['*'] }]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
     await assert.rejects(make({ kty: 'oct', k: 'AAAA' }), ConfigError);
     await assert.rejects(make({ kty: 'EC', crv: 'P-256', x: 'AA', y: 'AA' }), ConfigError);
     await assert.rejects(make({ ...esIssuer.publicJwk, alg: 'RS256' }), ConfigError);

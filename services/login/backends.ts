@@ -6,8 +6,8 @@ import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
 import { InternalError } from '../../lib/errors.js';
-import { call, CLIENT_OPTIONS, insecure, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
-import { DirectoryClient, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
+import { call, grpcClient, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
+import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
 import type { LoginMetrics } from '../../lib/metrics.js';
 
@@ -29,8 +29,10 @@ export interface Backends {
   login(req: LoginRequest, requestId: string): Promise<User>;
   /** A node URL for a new user of `service`; NoNodeAvailable (503) when none has room. */
   allocate(service: string, requestId: string): Promise<string>;
-  /** The user's record after assignment; its node is whichever was assigned first. */
-  assignNode(req: AssignNodeRequest, requestId: string): Promise<User>;
+  /** The user's record after assignment (its node is whichever was assigned first), and what to release. */
+  assignNode(req: AssignNodeRequest, requestId: string): Promise<AssignNodeReply & { user: User }>;
+  /** Gives back one slot of a node. */
+  release(service: string, url: string, requestId: string): Promise<void>;
   health(): Promise<BackendHealth>;
   close(): void;
 }
@@ -41,14 +43,14 @@ function userOf(reply: { user?: User | undefined }, method: string): User {
 }
 
 export function connectBackends(
-  config: Pick<LoginConfig, 'directoryAddr' | 'nodeAssignAddr' | 'grpcDeadlineMs' | 'retryAfter'>,
+  config: Pick<LoginConfig, 'directoryAddr' | 'nodeAssignAddr' | 'auth' | 'grpcDeadlineMs' | 'retryAfter'>,
   metrics: LoginMetrics,
 ): Backends {
-  const directory = new DirectoryClient(config.directoryAddr, insecure(), CLIENT_OPTIONS);
-  const nodeAssign = new NodeAssignClient(config.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+  const directory = grpcClient(DirectoryClient, config.directoryAddr, config.auth);
+  const nodeAssign = grpcClient(NodeAssignClient, config.nodeAssignAddr, config.auth);
   // grpc-js shares one connection between clients of the same address and options.
-  const directoryHealth = new HealthClient(config.directoryAddr, insecure(), CLIENT_OPTIONS);
-  const nodeAssignHealth = new HealthClient(config.nodeAssignAddr, insecure(), CLIENT_OPTIONS);
+  const directoryHealth = grpcClient(HealthClient, config.directoryAddr, config.auth);
+  const nodeAssignHealth = grpcClient(HealthClient, config.nodeAssignAddr, config.auth);
   const opts = (requestId?: string): CallOptions => ({ deadlineMs: config.grpcDeadlineMs, retryAfter: config.retryAfter, requestId });
 
   /** Every backend call goes through here: `name` is the metrics label, e.g. "directory.Login". */
@@ -77,7 +79,11 @@ export function connectBackends(
       return node.url;
     },
     async assignNode(req, requestId) {
-      return userOf(await rpc('directory.AssignNode', directory, directory.assignNode, req, requestId), 'AssignNode');
+      const reply = await rpc('directory.AssignNode', directory, directory.assignNode, req, requestId);
+      return { ...reply, user: userOf(reply, 'AssignNode') };
+    },
+    async release(service, url, requestId) {
+      await rpc('nodeassign.Release', nodeAssign, nodeAssign.release, { service, url }, requestId);
     },
     async health() {
       const [d, n] = await Promise.all([serving('directory', directoryHealth), serving('nodeassign', nodeAssignHealth)]);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload } from './rules.js';
+import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload } from './rules.js';
 
 test('isKnownApplication: name and version must both be configured', () => {
   const apps = new Map([['sync', new Set(['1.5'])]]);
@@ -45,7 +45,24 @@ test('keyId: padded generation and base64url client state; undefined unless hex'
 });
 
 test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, fxa_kid when hex', () => {
-  const base = { uid: 7, node: 'https://n.example', email: 'abc123@idp.example', generation: 3, nowSeconds: 1000.9, duration: 60, salt: 'a1b2c3' };
+  const base = { uid: 7, node: 'https://n.example', fxaUid: 'abc123', generation: 3, nowSeconds: 1000.9, duration: 60, salt: 'a1b2c3' };
   assert.deepEqual(tokenPayload({ ...base, clientState: '' }), { uid: 7, node: 'https://n.example', expires: 1060, salt: 'a1b2c3', fxa_uid: 'abc123' });
   assert.equal(tokenPayload({ ...base, clientState: 'aabb' }).fxa_kid, '0000000000003-qrs');
+});
+
+test('accountId: the local part at the FxA e-mail domain, an opaque HMAC of the address elsewhere', () => {
+  const key = Buffer.alloc(32, 1);
+  const fxa = 'api.accounts.firefox.com';
+  const hex = '0123456789abcdef0123456789abcdef';
+  assert.equal(accountId(`${hex}@api.accounts.firefox.com`, fxa, key), hex);
+  assert.equal(accountId(`${hex}@API.Accounts.Firefox.com`, fxa, key), hex, 'the domain compares without case');
+  const x = accountId('alice@x.example', fxa, key);
+  assert.match(x, /^[0-9a-f]{32}$/);
+  assert.ok(!x.includes('alice'));
+  assert.notEqual(x, accountId('alice@y.example', fxa, key), 'equal local parts at other domains differ');
+  assert.equal(x, accountId('alice@x.example', fxa, key), 'stable for one key');
+  assert.notEqual(x, accountId('alice@x.example', fxa, Buffer.alloc(32, 2)), 'keyed');
+  assert.notEqual(accountId(`${hex}@accounts.firefox.com`, fxa, key), hex, 'a parent or sibling domain is not the FxA domain');
+  assert.notEqual(accountId(`${hex}@evil.api.accounts.firefox.com`, fxa, key), hex, 'nor a subdomain');
+  assert.match(accountId('@api.accounts.firefox.com', fxa, key), /^[0-9a-f]{32}$/, 'an empty local part is no account id');
 });

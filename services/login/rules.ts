@@ -1,5 +1,6 @@
 // The token endpoint's rules as pure functions (DESIGN §3, §5); the
 // middleware in actions/token.ts applies them in order.
+import { createHmac } from 'node:crypto';
 import type { TokenPayload } from '../../lib/token.js';
 
 export function isKnownApplication(apps: Map<string, Set<string>>, app: string, version: string): boolean {
@@ -48,10 +49,26 @@ export function keyId(generation: number, clientState: string): string | undefin
   return `${String(generation).padStart(13, '0')}-${Buffer.from(clientState, 'hex').toString('base64url')}`;
 }
 
+/** Hex characters of an opaque account id: as long as an FxA uid. */
+const ACCOUNT_ID_LENGTH = 32;
+
+/**
+ * The account id a token carries as `fxa_uid` (DESIGN §9.3). For an address
+ * at the FxA e-mail domain the local part is the account id; any other
+ * address gets an opaque HMAC of the whole address, so a token never leaks
+ * it and equal local parts at different domains stay different users.
+ */
+export function accountId(email: string, fxaDomain: string, key: Buffer): string {
+  const at = email.lastIndexOf('@');
+  if (at > 0 && email.slice(at + 1).toLowerCase() === fxaDomain) return email.slice(0, at);
+  return createHmac('sha256', key).update(email).digest('hex').slice(0, ACCOUNT_ID_LENGTH);
+}
+
 export interface TokenInputs {
   uid: number;
   node: string;
-  email: string;
+  /** accountId() of the user's e-mail. */
+  fxaUid: string;
   generation: number;
   clientState: string;
   nowSeconds: number;
@@ -66,7 +83,7 @@ export function tokenPayload(t: TokenInputs): TokenPayload {
     node: t.node,
     expires: Math.floor(t.nowSeconds) + t.duration,
     salt: t.salt,
-    fxa_uid: t.email.slice(0, t.email.lastIndexOf('@')),
+    fxa_uid: t.fxaUid,
   };
   const kid = keyId(t.generation, t.clientState);
   if (kid !== undefined) payload.fxa_kid = kid;

@@ -11,6 +11,7 @@ import { NotFound } from '../../lib/errors.js';
 import { watchLoopDelay } from '../../lib/load.js';
 import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
+import { DEV_IDP_WARNING, trustsDevIdp } from '../../lib/idp.js';
 import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
 import { metricsEndpoint } from './actions/metrics.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
@@ -60,8 +61,11 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     trustedIssuers: config.trustedIssuers,
     audiences: config.audiences,
     skewSeconds: config.assertionSkew,
+    maxAssertionLifetime: config.maxAssertionLifetime,
+    maxCertificateLifetime: config.maxCertificateLifetime,
     generationClaim: config.generationClaim,
   });
+  if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
   const metrics = new LoginMetrics();
   const backends = connectBackends(config, metrics);
   const loopDelay = watchLoopDelay();

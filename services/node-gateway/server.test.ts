@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { gatewayConfig } from '../../lib/config.js';
 import { hawkHeader, timestampMac } from '../../lib/hawk.js';
 import { derivedSecret, encodeToken, makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
+import { newSecret } from '../../tests/support/services.js';
 import { startGateway, type Gateway } from './server.js';
 
 interface HawkCredentials {
@@ -25,7 +26,7 @@ interface HawkClient {
 const Hawk = createRequire(import.meta.url)('hawk') as { client: HawkClient };
 
 const NODE_URL = 'http://node-1.example:8443';
-const MASTERS = ['newest-master-secret-0123456789', 'older-master-secret-0123456789'];
+const MASTERS = [newSecret(), newSecret()];
 const HASH_BODY_LIMIT = 1024;
 
 // ---- a real upstream that records what reaches it ----

@@ -1,5 +1,5 @@
 // Starts the NodeAssign gRPC service (with grpc.health.v1) on its store.
-import { DEFAULTS } from '../../lib/config.js';
+import { DEFAULTS, type GrpcAuth } from '../../lib/config.js';
 import { NodeAssignService } from '../../lib/gen/nodeassign.js';
 import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
@@ -16,6 +16,7 @@ export async function startNodeAssign(opts: {
   host?: string;
   port?: number;
   releaseRate?: number;
+  auth: GrpcAuth;
 }): Promise<RunningNodeAssign> {
   const store = await openNodeStore(opts.storeUrl);
   return serveWithStore(
@@ -27,5 +28,6 @@ export async function startNodeAssign(opts: {
     },
     opts.host ?? '127.0.0.1',
     opts.port ?? 0,
+    opts.auth,
   );
 }

@@ -2,9 +2,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { NodeAssignClient, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
-import { call, CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
+import { call, grpcClient } from '../../lib/grpc.js';
 import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
-import { healthStatus, tempStoreUrl } from '../../tests/support/services.js';
+import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
 import { allocate } from './service.js';
 import { SqliteNodeStore } from './store-sqlite.js';
@@ -16,8 +16,8 @@ let server: RunningNodeAssign;
 let client: NodeAssignClient;
 
 before(async () => {
-  server = await startNodeAssign({ storeUrl: temp.storeUrl, port: 0, releaseRate: RELEASE_RATE });
-  client = new NodeAssignClient(`127.0.0.1:${server.port}`, insecure(), CLIENT_OPTIONS);
+  server = await startNodeAssign({ storeUrl: temp.storeUrl, port: 0, releaseRate: RELEASE_RATE, auth: TEST_AUTH });
+  client = grpcClient(NodeAssignClient, `127.0.0.1:${server.port}`, TEST_AUTH);
 });
 
 after(async () => {
@@ -55,6 +55,24 @@ async function settle(promises: Array<Promise<Node>>): Promise<{ nodes: Node[]; 
 test('health check answers SERVING for the server and the NodeAssign service', async () => {
   assert.equal(await healthStatus(server.port, ''), 'SERVING');
   assert.equal(await healthStatus(server.port, 'tokenserver.nodeassign.v1.NodeAssign'), 'SERVING');
+});
+
+test('without the internal secret, or with a wrong one, every call is UNAUTHENTICATED and adds nothing', async () => {
+  const service = freshService();
+  for (const { name, auth } of WRONG_AUTHS) {
+    const stranger = grpcClient(NodeAssignClient, `127.0.0.1:${server.port}`, auth);
+    try {
+      await assert.rejects(call(stranger, stranger.addNode, { service, url: 'https://evil.example', capacity: 1000 }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.listNodes, { service }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.allocate, { service }, opts), UNAUTHENTICATED, name);
+    } finally {
+      stranger.close();
+    }
+  }
+  assert.deepEqual(await listNodes(service), []);
+  // The same call with the secret works.
+  await call(client, client.addNode, { service, url: 'https://node.example', capacity: 10 }, opts);
+  assert.deepEqual((await listNodes(service)).map((n) => n.url), ['https://node.example']);
 });
 
 test('AddNode opens ceil(capacity × release rate) slots; a duplicate → Conflict', async () => {

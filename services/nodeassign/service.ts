@@ -12,6 +12,7 @@ import type {
   ListNodesReply,
   ListNodesRequest,
   NodeReply,
+  ReleaseRequest,
   RemoveNodeRequest,
   UpdateNodeRequest,
 } from '../../lib/gen/nodeassign.js';
@@ -81,6 +82,12 @@ export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: nu
   return {
     // NodeRecord has exactly the fields of the proto Node.
     allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req) => ({ node: await allocate(store, req.service, releaseRate) })),
+    release: unary<ReleaseRequest, NodeReply>(log, 'Release', async (req) => {
+      fail(nodeInputProblem(req));
+      const node = await store.release(req.service, req.url);
+      if (!node) throw new RecordNotFound(`no node ${req.url} for ${req.service}`);
+      return { node };
+    }),
     addNode: unary<AddNodeRequest, NodeReply>(log, 'AddNode', async (req) => ({ node: await addNode(store, req, releaseRate) })),
     updateNode: unary<UpdateNodeRequest, NodeReply>(log, 'UpdateNode', async (req) => ({ node: await updateNode(store, req) })),
     listNodes: unary<ListNodesRequest, ListNodesReply>(log, 'ListNodes', async (req) => ({

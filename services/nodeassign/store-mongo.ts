@@ -195,6 +195,25 @@ export class MongoNodeStore implements NodeStore {
     });
   }
 
+  release(service: string, url: string): Promise<NodeRecord | null> {
+    return mongoCall(async () => {
+      // As claim: $inc, with the capacity the ratio step needs read first and guarded.
+      for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+        const current = await this.nodes.findOne({ service, url });
+        if (!current) return null;
+        if (!(current.currentLoad > 0)) return fromDoc(current);
+        const capacity = current.capacity;
+        const before = await this.nodes.findOneAndUpdate(
+          { service, url, capacity, currentLoad: { $gt: 0 } },
+          { $inc: { currentLoad: -1, available: 1, ratio: capacity > 0 ? -1 / capacity : 0 } },
+          { returnDocument: 'before' },
+        );
+        if (before) return fromDoc({ ...before, currentLoad: before.currentLoad - 1, available: before.available + 1 });
+      }
+      throw new ServiceUnavailable(`node ${url} is too busy to release a slot now`);
+    });
+  }
+
   setAvailable(node: NodeRecord, available: number): Promise<boolean> {
     return mongoCall(async () => {
       const res = await this.nodes.updateOne(

@@ -76,6 +76,10 @@ export class SqliteNodeStore implements NodeStore {
         `UPDATE na_nodes SET current_load = current_load + 1, available = available - 1
          WHERE service = ? AND url = ? AND ${ELIGIBLE} RETURNING *`,
       ),
+      release: db.prepare<[string, string], NodeRow>(
+        `UPDATE na_nodes SET current_load = current_load - 1, available = available + 1
+         WHERE service = ? AND url = ? AND current_load > 0 RETURNING *`,
+      ),
       setAvailable: db.prepare<[number, string, string, number, number]>(
         'UPDATE na_nodes SET available = ? WHERE service = ? AND url = ? AND current_load = ? AND available = ?',
       ),
@@ -142,6 +146,11 @@ export class SqliteNodeStore implements NodeStore {
 
   async claim(service: string, url: string): Promise<NodeRecord | null> {
     const row = this.stmts.claim.get(service, url);
+    return row ? fromRow(row) : null;
+  }
+
+  async release(service: string, url: string): Promise<NodeRecord | null> {
+    const row = this.stmts.release.get(service, url) ?? this.stmts.get.get(service, url);
     return row ? fromRow(row) : null;
   }
 

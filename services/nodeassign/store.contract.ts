@@ -202,4 +202,25 @@ export function nodeStoreContract(name: string, open: StoreOpener<NodeStore>, sk
     assert.deepEqual(a, sampleNode({ url: 'https://a-exhausted.example.com', capacity: 10, currentLoad: 3, available: 0 }));
     assert.deepEqual(await store.exhausted('nothing'), []);
   });
+
+  it('release gives back one slot: load − 1, available + 1; at load 0 nothing changes; a missing node is null', async (store) => {
+    const node = sampleNode({ capacity: 10, currentLoad: 2, available: 0 });
+    await store.add(node);
+    assert.deepEqual(await store.release('sync', node.url), { ...node, currentLoad: 1, available: 1 });
+    assert.deepEqual(await store.release('sync', node.url), { ...node, currentLoad: 0, available: 2 });
+    assert.deepEqual(await store.release('sync', node.url), { ...node, currentLoad: 0, available: 2 });
+    assert.deepEqual(await store.get('sync', node.url), { ...node, currentLoad: 0, available: 2 });
+    assert.equal(await store.release('sync', 'https://missing.example.com'), null);
+    assert.equal((await store.candidates('sync', 5)).length, 1, 'a released node is a candidate again');
+  });
+
+  it('parallel releases and claims keep the load exact', async (store) => {
+    const node = sampleNode({ capacity: 100, currentLoad: 50, available: 50 });
+    await store.add(node);
+    await Promise.all([
+      ...Array.from({ length: 20 }, () => store.release('sync', node.url)),
+      ...Array.from({ length: 10 }, () => store.claim('sync', node.url)),
+    ]);
+    assert.deepEqual(await store.get('sync', node.url), { ...node, currentLoad: 40, available: 60 });
+  });
 }

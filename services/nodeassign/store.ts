@@ -37,6 +37,11 @@ export interface NodeStore {
   /** Atomically counts one user on the node if it is still eligible; the updated node or null. */
   claim(service: string, url: string): Promise<NodeRecord | null>;
   /**
+   * Atomically gives back one slot (load − 1, available + 1) if the node has
+   * any load; the node afterwards (unchanged at load 0), or null when there is none.
+   */
+  release(service: string, url: string): Promise<NodeRecord | null>;
+  /**
    * Sets `available` if the node still has the given load and available
    * (compare-and-set); false when it changed meanwhile.
    */

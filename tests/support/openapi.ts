@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 // `yaml` is in node_modules as a dependency of docker-compose (testcontainers); no other parser is installed.
 import { parse } from 'yaml';
-import { resolveRef, validate, type Schema } from './json-schema.js';
 
 export const OPENAPI_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../docs/openapi.yaml');
 
@@ -20,6 +20,74 @@ export type OpenApiDocument = {
 
 export function loadOpenApi(file = OPENAPI_FILE): OpenApiDocument {
   return parse(readFileSync(file, 'utf8')) as OpenApiDocument;
+}
+
+export type Schema = { [keyword: string]: unknown };
+
+/** Follows a local reference such as `#/components/headers/X-Timestamp` in `root`. */
+export function resolveRef(root: unknown, ref: string): unknown {
+  if (!ref.startsWith('#/')) throw new Error(`only local $refs are supported, got ${ref}`);
+  let node: unknown = root;
+  for (const raw of ref.slice(2).split('/')) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (typeof node !== 'object' || node === null || !(key in node)) throw new Error(`unresolvable $ref ${ref}`);
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+// Schemas are checked by Ajv. The document's component schemas are registered
+// under one id, and `#/components/schemas/X` references are rewritten to point
+// there, so a schema from anywhere in the document compiles on its own.
+const SCHEMAS_ID = 'https://openapi.invalid/components/schemas';
+const SCHEMA_REF = '#/components/schemas/';
+
+function pointingAtRegistered(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(pointingAtRegistered);
+  if (typeof node !== 'object' || node === null) return node;
+  return Object.fromEntries(
+    Object.entries(node).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' && v.startsWith(SCHEMA_REF) ? `${SCHEMAS_ID}#/$defs/${v.slice(SCHEMA_REF.length)}` : pointingAtRegistered(v)]),
+  );
+}
+
+interface Validators {
+  ajv: Ajv;
+  compiled: WeakMap<Schema, ValidateFunction>;
+}
+const validatorsByRoot = new WeakMap<object, Validators>();
+
+function validators(root: object): Validators {
+  let v = validatorsByRoot.get(root);
+  if (!v) {
+    // strict: a keyword Ajv does not know throws instead of being skipped, so the
+    // document cannot rely on a rule that is never checked.
+    const ajv = new Ajv({ allErrors: true, strict: true });
+    const schemas = ((root as { components?: { schemas?: unknown } }).components?.schemas ?? {}) as Record<string, unknown>;
+    ajv.addSchema({ $id: SCHEMAS_ID, $defs: pointingAtRegistered(schemas) });
+    v = { ajv, compiled: new WeakMap() };
+    validatorsByRoot.set(root, v);
+  }
+  return v;
+}
+
+function errorText(e: ErrorObject): string {
+  const detail = e.keyword === 'enum' ? ` ${JSON.stringify(e.params.allowedValues)}` : e.keyword === 'additionalProperties' ? ` (${JSON.stringify(e.params.additionalProperty)})` : '';
+  return `${e.message}${detail}`;
+}
+
+/**
+ * Every way `value` breaks `schema` (a schema found in `root`, whose component
+ * schemas its `$ref`s name), as "<path>: <problem>" lines; empty when it conforms.
+ */
+export function validate(schema: Schema, value: unknown, root: object, path = '$'): string[] {
+  const { ajv, compiled } = validators(root);
+  let check = compiled.get(schema);
+  if (!check) {
+    check = ajv.compile(pointingAtRegistered(schema) as Schema);
+    compiled.set(schema, check);
+  }
+  if (check(value)) return [];
+  return (check.errors ?? []).map((e) => `${path}${e.instancePath.replace(/\//g, '.')}: ${errorText(e)}`);
 }
 
 /** Headers whose presence the document must explain wherever they are sent. */

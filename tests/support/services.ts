@@ -1,12 +1,33 @@
 // Test helpers shared by the directory and nodeassign service tests: a temp
-// SQLite store URL and a grpc.health.v1 Check over a real channel.
+// SQLite store URL, the internal secret, and a grpc.health.v1 Check over a real channel.
 import * as grpc from '@grpc/grpc-js';
+import assert from 'node:assert/strict';
 import { service as healthService } from 'grpc-health-check';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CLIENT_OPTIONS, insecure } from '../../lib/grpc.js';
+import type { GrpcAuth } from '../../lib/config.js';
+import { grpcClient, type ClientAuth } from '../../lib/grpc.js';
+
+/** A fresh random secret, long enough for MASTER_SECRETS and INTERNAL_SECRET: tests never ship a fixed one. */
+export function newSecret(): string {
+  return randomBytes(32).toString('hex');
+}
+
+/** The internal gRPC secret of this test process: servers require it, clients send it. */
+export const TEST_AUTH: GrpcAuth = { internalSecret: newSecret() };
+
+/** Clients that must be refused: no secret, a wrong one of the same length, a short one. */
+export const WRONG_AUTHS: Array<{ name: string; auth: ClientAuth }> = [
+  { name: 'no secret', auth: {} },
+  { name: 'a wrong secret', auth: { internalSecret: newSecret() } },
+  { name: 'a prefix of the secret', auth: { internalSecret: TEST_AUTH.internalSecret.slice(0, 8) } },
+];
+
+/** What call() rejects with when the server refuses the caller's internal secret. */
+export const UNAUTHENTICATED = /backend error UNAUTHENTICATED: missing or wrong internal secret/;
 
 /** A SQLite STORE_URL in a new temp folder, and a function that removes the folder. */
 export function tempStoreUrl(prefix: string): { storeUrl: string; cleanup(): void } {
@@ -20,9 +41,9 @@ type HealthCheckClient = grpc.Client & {
   check(req: { service: string }, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: { status: string }) => void): void;
 };
 
-/** The serving status grpc.health.v1 Check reports for `service` ('' is the whole server). */
+/** The serving status grpc.health.v1 Check reports for `service` ('' is the whole server); health needs no secret. */
 export function healthStatus(port: number, service: string): Promise<string> {
-  const client = new HealthClient(`127.0.0.1:${port}`, insecure(), CLIENT_OPTIONS) as unknown as HealthCheckClient;
+  const client = grpcClient(HealthClient, `127.0.0.1:${port}`, {}) as unknown as HealthCheckClient;
   return new Promise<string>((resolve, reject) => {
     client.check({ service }, { deadline: Date.now() + 5000 }, (err, res) => {
       client.close();
@@ -66,4 +87,13 @@ export function runEntryPoint(file: string, env: Record<string, string>, readyLi
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** Asserts that the entry point, given `env` and no INTERNAL_SECRET or a 31-byte one, exits 1 naming the variable. */
+export async function refusesBadInternalSecret(file: string, env: Record<string, string>): Promise<void> {
+  for (const [secret, message] of [[undefined, 'is required'], ['x'.repeat(31), 'must be at least 32 bytes']] as const) {
+    const run = await runEntryPoint(file, secret ? { ...env, INTERNAL_SECRET: secret } : env, /listening/);
+    assert.equal(run.code, 1, run.stdout);
+    assert.ok(run.stderr.startsWith(`configuration error: INTERNAL_SECRET: ${message}`), run.stderr);
+  }
 }

@@ -2,7 +2,6 @@
 // embedded stack (scripts/stack.ts) on loopback ephemeral ports with SQLite in
 // a temp folder and known master secrets, its development IdP for assertions,
 // and small request helpers for the login service and the gateway.
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -12,6 +11,7 @@ import { hawkHeader } from '../../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../../lib/idp.js';
 import { httpRequest, jsonOrUndefined, type HttpResponse } from '../../services/login/testkit.js';
 import { startStack, type Stack } from '../../scripts/stack.js';
+import { newSecret, TEST_AUTH } from './services.js';
 import type { Token } from '../../sdk/index.js';
 
 export const APP = 'sync';
@@ -71,11 +71,12 @@ export interface TestStack extends Stack {
 /** Starts the embedded stack in a temp folder; `close()` also removes the folder. */
 export async function startTestStack(extra: Env = {}): Promise<TestStack> {
   const dir = mkdtempSync(path.join(tmpdir(), 'stack-test-'));
-  const masterSecrets = [randomBytes(32).toString('hex')];
+  const masterSecrets = [newSecret()];
   const env: Env = {
     DATA_DIR: dir,
     APPLICATIONS: `${APP}/${VERSION}`,
     MASTER_SECRETS: masterSecrets.join(','),
+    INTERNAL_SECRET: TEST_AUTH.internalSecret,
     LOGIN_PORT: '0',
     GATEWAY_PORT: '0',
     DIRECTORY_PORT: '0',

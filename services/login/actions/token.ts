@@ -8,11 +8,11 @@ import {
   NotFound,
   ServiceUnavailable,
 } from '../../../lib/errors.js';
-import { makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
+import { accountIdKey, makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import type { VerifiedAssertion } from '../assertion.js';
 import { sendJson } from '../error-handler.js';
-import { acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
 export const TOKEN_PATH = '/1.0/:app/:version';
@@ -30,7 +30,9 @@ interface TokenState {
 type TokenMiddleware = Middleware<TokenState, ParameterizedContext<TokenState> & { params: Record<string, string> }>;
 
 export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
-  const { config, verifier, backends } = deps;
+  const { config, verifier, backends, log } = deps;
+  // From the newest master secret, like the tokens it goes into.
+  const accountKey = accountIdKey(config.masterSecrets[0]);
 
   const knownApplication: TokenMiddleware = async function knownApplication(ctx, next) {
     const { app, version } = ctx.params;
@@ -81,10 +83,26 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
       if (attempt === ASSIGN_ATTEMPTS) throw new ServiceUnavailable('could not assign a node, try again', config.retryAfter);
       const { email, uid } = ctx.state.user;
       const node = await backends.allocate(app, requestId);
-      ctx.state.user = await backends.assignNode({ service: app, email, uid, node }, requestId);
+      const { user, assigned, released } = await backends.assignNode({ service: app, email, uid, node }, requestId);
+      ctx.state.user = user;
+      // The slot allocated here when another request assigned first, and those
+      // of replaced uids on the same node, go back to the node.
+      await releaseSlots(app, node, (assigned ? 0 : 1) + released, requestId);
     }
     await next();
   };
+
+  /** Best effort: a slot that fails to go back stays counted, as before, and the user still gets a token. */
+  async function releaseSlots(app: string, node: string, count: number, requestId: string): Promise<void> {
+    for (let i = 0; i < count; i++) {
+      try {
+        await backends.release(app, node, requestId);
+      } catch (err) {
+        log.warn({ requestId, node, err: (err as Error).message }, 'could not release a node slot');
+        return;
+      }
+    }
+  }
 
   const mintToken: TokenMiddleware = async function mintToken(ctx) {
     const { version, user, identity } = ctx.state;
@@ -93,7 +111,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     const payload = tokenPayload({
       uid: user.uid,
       node: user.node,
-      email: identity.email,
+      fxaUid: accountId(identity.email, config.oauthEmailDomain, accountKey),
       generation: user.generation,
       clientState: user.clientState,
       nowSeconds: Date.now() / 1000,

@@ -1,0 +1,115 @@
+// Secrets and internal gRPC settings (DESIGN §10): every refusal names its variable.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
+import { ConfigError } from './errors.js';
+
+const secret = (bytes = 32) => randomBytes(bytes).toString('hex');
+
+function refused(fn: () => unknown, variable: string, message?: RegExp): void {
+  assert.throws(fn, (e: unknown) => {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.equal(e.variable, variable);
+    if (message) assert.match(e.message, message);
+    return true;
+  });
+}
+
+function withTempDir(fn: (dir: string) => void): void {
+  const dir = mkdtempSync(path.join(tmpdir(), 'config-'));
+  try {
+    fn(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('MASTER_SECRETS: a 16- or 63-character secret, or any short one in the list, is refused', () => {
+  refused(() => masterSecrets({ MASTER_SECRETS: 'a'.repeat(16) }), 'MASTER_SECRETS', /at least 64 characters/);
+  refused(() => masterSecrets({ MASTER_SECRETS: 'a'.repeat(63) }), 'MASTER_SECRETS', /at least 64 characters/);
+  refused(() => masterSecrets({ MASTER_SECRETS: `${secret()},${'b'.repeat(63)}` }), 'MASTER_SECRETS');
+  const ok = [secret(), 'c'.repeat(64)];
+  assert.deepEqual(masterSecrets({ MASTER_SECRETS: ` ${ok.join(' , ')} ` }), ok);
+});
+
+test('MASTER_SECRETS: the published sample values are refused', () => {
+  refused(() => masterSecrets({ MASTER_SECRETS: 'dev-only-not-secret-0123456789abcdef' }), 'MASTER_SECRETS', /sample/);
+  for (const sample of SAMPLE_SECRETS) assert.match(masterSecretsProblem([sample]) ?? '', /sample/, sample);
+});
+
+test('MASTER_SECRETS: required, empty list refused, fallback used only when unset', () => {
+  refused(() => masterSecrets({}), 'MASTER_SECRETS', /required/);
+  refused(() => masterSecrets({ MASTER_SECRETS: ' , ' }), 'MASTER_SECRETS', /at least one/);
+  const fallback = [secret()];
+  assert.deepEqual(masterSecrets({}, fallback), fallback);
+  assert.equal(masterSecretsProblem([]), 'must hold at least one secret');
+});
+
+test('login and the gateway refuse a short master secret at start', () => {
+  const env = { MASTER_SECRETS: 'sixteen-chars-00', NODE_URL: 'https://n.example', UPSTREAM_URL: 'http://127.0.0.1:1', AUDIENCES: 'https://a.example' };
+  refused(() => gatewayConfig(env), 'MASTER_SECRETS');
+  refused(() => loginConfig({ ...env, INTERNAL_SECRET: secret() }, { trustedIssuers: new Map() }), 'MASTER_SECRETS');
+});
+
+test('*_FILE: the value comes from the file; both forms, an unreadable or empty file are refused, naming the variable', () => {
+  withTempDir((dir) => {
+    const file = path.join(dir, 'master');
+    const value = secret();
+    writeFileSync(file, `${value}\n`);
+    assert.deepEqual(masterSecrets({ MASTER_SECRETS_FILE: file }), [value]);
+    assert.equal(secretValue({ INTERNAL_SECRET_FILE: file }, 'INTERNAL_SECRET'), value);
+    assert.equal(secretValue({}, 'INTERNAL_SECRET'), undefined);
+    refused(() => masterSecrets({ MASTER_SECRETS: value, MASTER_SECRETS_FILE: file }), 'MASTER_SECRETS', /not both/);
+    refused(() => masterSecrets({ MASTER_SECRETS_FILE: path.join(dir, 'missing') }), 'MASTER_SECRETS_FILE', /cannot read .*ENOENT/);
+    writeFileSync(file, '\n');
+    refused(() => internalSecret({ INTERNAL_SECRET_FILE: file }), 'INTERNAL_SECRET_FILE', /empty/);
+    writeFileSync(file, 'short');
+    refused(() => masterSecrets({ MASTER_SECRETS_FILE: file }), 'MASTER_SECRETS', /64/);
+  });
+});
+
+test('INTERNAL_SECRET: required by directory, nodeassign and login; at least 32 bytes; samples refused', () => {
+  refused(() => internalSecret({}), 'INTERNAL_SECRET', /required/);
+  refused(() => internalSecret({ INTERNAL_SECRET: 'x'.repeat(31) }), 'INTERNAL_SECRET', /32 bytes/);
+  refused(() => internalSecret({ INTERNAL_SECRET: 'dev-only-not-secret-0123456789abcdef' }), 'INTERNAL_SECRET', /sample/);
+  // Bytes, not characters: 16 two-byte characters are 32 bytes.
+  assert.equal(internalSecret({ INTERNAL_SECRET: 'é'.repeat(16) }), 'é'.repeat(16));
+  assert.equal(internalSecret({}, 'f'.repeat(32)), 'f'.repeat(32));
+  refused(() => directoryConfig({}), 'INTERNAL_SECRET');
+  refused(() => nodeAssignConfig({}), 'INTERNAL_SECRET');
+  refused(
+    () => loginConfig({ MASTER_SECRETS: secret(), AUDIENCES: 'https://a.example' }, { trustedIssuers: new Map() }),
+    'INTERNAL_SECRET',
+  );
+  const s = secret(16);
+  assert.deepEqual(directoryConfig({ INTERNAL_SECRET: s }).auth, { internalSecret: s, tls: undefined });
+});
+
+test('GRPC_TLS_*: all three files or none; unreadable files name their variable', () => {
+  assert.equal(grpcTls({}), undefined);
+  withTempDir((dir) => {
+    const files = Object.fromEntries(['cert', 'key', 'ca'].map((n) => [n, path.join(dir, `${n}.pem`)]));
+    for (const [n, f] of Object.entries(files)) writeFileSync(f, `${n} pem`);
+    const all = { GRPC_TLS_CERT: files.cert, GRPC_TLS_KEY: files.key, GRPC_TLS_CA: files.ca };
+    const tls = grpcTls(all);
+    assert.equal(tls?.cert.toString(), 'cert pem');
+    assert.equal(tls?.key.toString(), 'key pem');
+    assert.equal(tls?.ca.toString(), 'ca pem');
+    refused(() => grpcTls({ GRPC_TLS_CERT: files.cert }), 'GRPC_TLS_KEY', /all three or none/);
+    refused(() => grpcTls({ GRPC_TLS_CERT: files.cert, GRPC_TLS_KEY: files.key }), 'GRPC_TLS_CA');
+    refused(() => grpcTls({ ...all, GRPC_TLS_CA: path.join(dir, 'missing.pem') }), 'GRPC_TLS_CA', /cannot read/);
+  });
+});
+
+test('domain: default when unset, lowercased, refused (naming the variable) when not a domain name', () => {
+  assert.equal(domain({}, 'OAUTH_EMAIL_DOMAIN', 'api.accounts.firefox.com'), 'api.accounts.firefox.com');
+  assert.equal(domain({ OAUTH_EMAIL_DOMAIN: ' Corp.Example ' }, 'OAUTH_EMAIL_DOMAIN', 'x.example'), 'corp.example');
+  assert.equal(domain({ OAUTH_EMAIL_DOMAIN: 'localhost' }, 'OAUTH_EMAIL_DOMAIN', 'x.example'), 'localhost');
+  for (const bad of ['a@b.example', '-a.example', 'a-.example', 'a..example', '.example', 'a.example.', 'a b.example', `${'a'.repeat(254)}`]) {
+    assert.throws(() => domain({ OAUTH_EMAIL_DOMAIN: bad }, 'OAUTH_EMAIL_DOMAIN', 'x.example'), (e: unknown) => e instanceof ConfigError && /OAUTH_EMAIL_DOMAIN/.test(e.message), bad);
+  }
+});

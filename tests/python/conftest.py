@@ -1,0 +1,178 @@
+"""Outside clients against the running embedded stack (issue #12 item 6).
+
+One `npm start` per test session, on ports the system picks, its own data
+folder, fresh 64-hex-character secrets, an audience of its own and a
+TRUSTED_ISSUERS file holding a test IdP's RSA key. The tests talk to it only
+over HTTP, with other people's libraries: PyBrowserID, tokenlib, mohawk,
+hawkauthlib and requests-hawk.
+"""
+
+import base64
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from browserid import jwt
+from tokenlib.utils import HKDF
+
+REPO = Path(__file__).resolve().parents[2]
+AUDIENCE = "https://python-clients.test"
+# E-mails are at the issuer's own domain, so PyBrowserID's LocalVerifier trusts it as primary.
+ISSUER = "pyidp.test"
+APP_PATH = "/1.0/sync/1.5"
+STARTUP_TIMEOUT = 90
+STOP_TIMEOUT = 30
+
+
+# ---- RSA keys for PyBrowserID (it has no key generator; pure Python is enough here) ----
+
+_SMALL_PRIMES = [p for p in range(3, 2000, 2) if all(p % d for d in range(3, int(p**0.5) + 1, 2))]
+
+
+def _probably_prime(n, rounds=24):
+    if any(n % p == 0 for p in _SMALL_PRIMES):
+        return n in _SMALL_PRIMES
+    d, r = n - 1, 0
+    while d % 2 == 0:
+        d, r = d // 2, r + 1
+    for _ in range(rounds):
+        x = pow(secrets.randbelow(n - 3) + 2, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(r - 1):
+            x = pow(x, 2, n)
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _prime(bits):
+    while True:
+        candidate = secrets.randbits(bits) | (1 << (bits - 1)) | (1 << (bits - 2)) | 1
+        if _probably_prime(candidate):
+            return candidate
+
+
+def rsa_keypair(bits=2048, e=65537):
+    """(public key in BrowserID's RS form, PyBrowserID RS256 private key, (n, e))."""
+    while True:
+        p, q = _prime(bits // 2), _prime(bits // 2)
+        n, phi = p * q, (p - 1) * (q - 1)
+        if p != q and n.bit_length() == bits and phi % e:
+            break
+    d = pow(e, -1, phi)
+    public = {"algorithm": "RS", "n": str(n), "e": str(e)}
+    return public, jwt.RS256Key({**public, "d": str(d)}), (n, e)
+
+
+def b64url_uint(value):
+    return base64.urlsafe_b64encode(value.to_bytes((value.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
+
+
+# ---- the stack ----
+
+
+class Stack:
+    def __init__(self, login_url, gateway_url, master_secret):
+        self.login_url = login_url
+        self.gateway_url = gateway_url
+        self.master_secret = master_secret
+
+    @property
+    def token_url(self):
+        return self.login_url + APP_PATH
+
+    def node_secret(self, node_url=None):
+        """The node's secret as Mozilla's tokenserver derives it (mozsvc DerivedSecrets)."""
+        master = self.master_secret.encode()
+        info = b"services.mozilla.com/mozsvc/v1/node_secret/" + (node_url or self.gateway_url).encode()
+        return HKDF(master, salt=None, info=info, size=len(master) // 2).hex()
+
+    def login(self, bundle, scheme="BrowserID", **headers):
+        return requests.get(self.token_url, headers={"Authorization": f"{scheme} {bundle}", **headers}, timeout=30)
+
+
+def _read_lines(stream, sink):
+    for line in iter(stream.readline, ""):
+        sink.append(line)
+
+
+@pytest.fixture(scope="session")
+def issuer_keys():
+    return rsa_keypair()
+
+
+@pytest.fixture(scope="session")
+def user_keys():
+    return rsa_keypair()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory, issuer_keys):
+    """`npm start` on free ports; stopped with SIGTERM at the end, which must end it cleanly."""
+    data_dir = tmp_path_factory.mktemp("stack-data")
+    _, _, (n, e) = issuer_keys
+    trusted = data_dir / "trusted-issuers.json"
+    # "domains": ["*"] is the explicit wildcard of the domain-bound issuers (DESIGN §10).
+    trusted.write_text(json.dumps({ISSUER: {"keys": [{"kty": "RSA", "n": b64url_uint(n), "e": b64url_uint(e)}], "domains": ["*"]}}))
+    master = secrets.token_hex(32)
+    env = {
+        **os.environ,
+        "LOGIN_PORT": "0",
+        "GATEWAY_PORT": "0",
+        "DIRECTORY_PORT": "0",
+        "NODEASSIGN_PORT": "0",
+        "DEMO_APP_PORT": "0",
+        "BIND_HOST": "127.0.0.1",
+        "DATA_DIR": str(data_dir),
+        "MASTER_SECRETS": master,
+        "INTERNAL_SECRET": secrets.token_hex(32),
+        "AUDIENCES": AUDIENCE,
+        "TRUSTED_ISSUERS": str(trusted),
+        "LOG_LEVEL": "warn",
+    }
+    proc = subprocess.Popen(
+        ["npm", "start", "--silent"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: npm, tsx and node stop together
+    )
+    output = []
+    reader = threading.Thread(target=_read_lines, args=(proc.stdout, output), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        login = gateway = None
+        while not (login and gateway):
+            text = "".join(output)
+            login = re.search(r"login:\s+(http://\S+?)/1\.0/", text)
+            gateway = re.search(r"node-gateway:\s+(http://\S+)", text)
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the stack did not start:\n" + text[-3000:])
+            time.sleep(0.1)
+        yield Stack(login.group(1), gateway.group(1), master)
+    finally:
+        stopped_cleanly = False
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT)
+                stopped_cleanly = True
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        reader.join(5)
+    assert stopped_cleanly and "stopped" in "".join(output), "the stack did not stop cleanly:\n" + "".join(output)[-3000:]

@@ -1,0 +1,104 @@
+// `npm start` and the development IdP (issue #13 item 9): trusted, and said
+// loudly, only when TRUSTED_ISSUERS is unset. Runs scripts/start.ts as a
+// child process, as `npm start` does, on ephemeral ports in a temp folder.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DEV_IDP_FILE, generateKey, loadOrCreateDevIdp } from '../lib/idp.js';
+import { httpRequest } from '../services/login/testkit.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+interface Started {
+  stdout: string;
+  /** stderr so far: it arrives on its own pipe, so wait with stderrMatching for what comes after the banner. */
+  stderr(): string;
+  stderrMatching(re: RegExp): Promise<string>;
+  loginUrl: string;
+  stop(): Promise<void>;
+}
+
+/** scripts/start.ts until it prints its banner (or exits). */
+function start(env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', LOGIN_PORT: '0', GATEWAY_PORT: '0', DIRECTORY_PORT: '0', NODEASSIGN_PORT: '0', DEMO_APP_PORT: '0', APPLICATIONS: 'sync/1.5', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  // 'close': the process has exited and its pipes are drained.
+  const exited = new Promise<void>((resolve) => child.on('close', () => resolve()));
+  const stderrMatching = (re: RegExp) =>
+    new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`stderr never matched ${re}: ${stderr}`)), 10_000);
+      const check = () => {
+        if (!re.test(stderr)) return;
+        clearTimeout(timer);
+        resolve(stderr);
+      };
+      child.stderr.on('data', check);
+      void exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`exited before stderr matched ${re}: ${stderr}`));
+      });
+      check();
+    });
+  const stop = async () => {
+    child.kill('SIGINT');
+    await exited;
+  };
+  return new Promise((resolve, reject) => {
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d;
+      const login = /login:\s+(http:\/\/\S+?)\/1\.0\//.exec(stdout);
+      if (login && stdout.includes('Ctrl-C stops everything')) resolve({ stdout, stderr: () => stderr, stderrMatching, loginUrl: login[1], stop });
+    });
+    void exited.then(() => reject(new Error(`start.ts exited: ${stderr}`)));
+  });
+}
+
+test('npm start without TRUSTED_ISSUERS: the development IdP is trusted and the start says so loudly', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'start-dev-'));
+  const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex') });
+  try {
+    assert.match(s.stdout, /!! DEVELOPMENT MODE: a development IdP key .* is TRUSTED/);
+    assert.match(s.stdout, /"level":40.*development IdP \(dev-idp\.localhost\) is TRUSTED/, 'login logs a warning');
+    assert.match(await s.stderrMatching(/WARNING/), /^WARNING: the development IdP/m);
+    const idp = await loadOrCreateDevIdp(dir);
+    const res = await httpRequest(`${s.loginUrl}/1.0/sync/1.5`, { headers: { Authorization: `Assertion ${await idp.makeAssertion('alice@example.com', { audience: s.loginUrl })}` } });
+    assert.equal(res.status, 200, res.text);
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('npm start with TRUSTED_ISSUERS: only those issuers; no development IdP, no warning', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'start-issuers-'));
+  const issuer = await generateKey('ES256');
+  const file = path.join(dir, 'trusted-issuers.json');
+  writeFileSync(file, JSON.stringify({ 'corp.example': { keys: [issuer.publicJwk] } }));
+  const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), TRUSTED_ISSUERS: file });
+  try {
+    assert.doesNotMatch(s.stdout, /DEVELOPMENT MODE|development IdP \(dev-idp\.localhost\) is TRUSTED/);
+    assert.match(s.stdout, /Trusted issuers: the TRUSTED_ISSUERS file only/);
+    assert.equal(existsSync(path.join(dir, DEV_IDP_FILE)), false, 'no development key is made');
+    // A development IdP key, even one in the data folder, is not trusted.
+    const idp = await loadOrCreateDevIdp(dir);
+    const res = await httpRequest(`${s.loginUrl}/1.0/sync/1.5`, { headers: { Authorization: `Assertion ${await idp.makeAssertion('alice@example.com', { audience: s.loginUrl })}` } });
+    assert.equal(res.status, 401, res.text);
+    assert.equal(res.json?.status, 'invalid-credentials');
+  } finally {
+    await s.stop();
+    // Everything start.ts wrote to stderr is in by the time it has exited.
+    assert.doesNotMatch(s.stderr(), /WARNING|development IdP/);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
