@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { directoryConfig, gatewayConfig, loginConfig, nodeAssignConfig, demoAppConfig, type Env } from '../lib/config.js';
 import { parseCli } from '../cli/args.js';
+import { ensureSecrets } from '../scripts/init-secrets.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SCRIPT = path.join(ROOT, 'scripts/check-compose.sh');
@@ -56,7 +57,7 @@ interface ComposeService {
   network_mode?: string;
 }
 
-function envOf(s: ComposeService): Env {
+function serviceEnv(s: ComposeService): Env {
   return Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, v === null ? undefined : String(v)]));
 }
 
@@ -165,6 +166,10 @@ test('every service accepts its resolved compose environment, and the wiring lin
     return;
   }
   const dir = tempDir(t, 'compose-login-');
+  // The secrets volume as the `secrets` one-shot fills it, here in a temp folder.
+  ensureSecrets(dir);
+  const envOf = (s: ComposeService): Env =>
+    Object.fromEntries(Object.entries(serviceEnv(s)).map(([k, v]) => [k, k.endsWith('_FILE') && v?.startsWith('/secrets/') ? path.join(dir, v.slice('/secrets/'.length)) : v]));
   const r = checkRepo();
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const services = JSON.parse(readFileSync(r.resolved, 'utf8')).services as Record<string, ComposeService>;
@@ -289,7 +294,7 @@ test('secrets and networks: every service that signs, checks or calls gets both 
     return (Array.isArray(n) ? n : Object.keys(n)).sort();
   };
   for (const name of ['login', 'directory', 'nodeassign', 'node-gateway', 'setup']) {
-    const env = envOf(doc.services[name]);
+    const env = serviceEnv(doc.services[name]);
     assert.equal(env.MASTER_SECRETS_FILE, '/secrets/master_secrets', name);
     assert.equal(env.INTERNAL_SECRET_FILE, '/secrets/internal_secret', name);
     assert.ok(mounts(doc.services[name]).some((m) => m.volume === 'secrets' && m.target === '/secrets' && m.readOnly), `${name} mounts the secrets volume read-only`);
