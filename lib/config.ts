@@ -291,8 +291,15 @@ export interface JsonWebKeyLike {
   kty: string;
   [k: string]: unknown;
 }
+/** A key as BrowserID support documents publish it: `{"algorithm": "RS", "n", "e"}` (decimal) or `{"algorithm": "DS", "p", "q", "g", "y"}` (hex). */
+export interface BrowserIdKeyLike {
+  kty?: undefined;
+  algorithm: string;
+  [k: string]: unknown;
+}
+export type TrustedKeyLike = JsonWebKeyLike | BrowserIdKeyLike;
 export interface TrustedIssuer {
-  keys: JsonWebKeyLike[];
+  keys: TrustedKeyLike[];
   /** E-mail domains it may certify, normalised (lib/email.ts); `*` for any. */
   domains: string[];
 }
@@ -330,7 +337,10 @@ function issuerDomains(issuer: string, raw: unknown, variable: string): string[]
   });
 }
 
-/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …], "domains": ["corp.example", …]}}`. */
+/**
+ * Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [key, …], "domains": ["corp.example", …]}}`,
+ * each key a JWK or a BrowserID support-document key; login imports (and so fully checks) them at start.
+ */
 export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'): TrustedIssuers {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
     throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …], "domains": ["<e-mail domain>", …]}}');
@@ -340,11 +350,12 @@ export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'):
     const keys = (entry as { keys?: unknown })?.keys;
     if (!Array.isArray(keys) || keys.length === 0) throw new ConfigError(variable, `issuer ${issuer}: "keys" must be a non-empty array`);
     for (const k of keys) {
-      if (typeof k !== 'object' || k === null || typeof (k as { kty?: unknown }).kty !== 'string') {
-        throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty"`);
+      const { kty, algorithm } = (typeof k === 'object' && k !== null ? k : {}) as { kty?: unknown; algorithm?: unknown };
+      if (!(typeof kty === 'string' || (kty === undefined && typeof algorithm === 'string'))) {
+        throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty" or a BrowserID key with "algorithm"`);
       }
     }
-    out.set(issuer, { keys: keys as JsonWebKeyLike[], domains: issuerDomains(issuer, (entry as { domains?: unknown }).domains, variable) });
+    out.set(issuer, { keys: keys as TrustedKeyLike[], domains: issuerDomains(issuer, (entry as { domains?: unknown }).domains, variable) });
   }
   return out;
 }
