@@ -16,9 +16,9 @@ import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
 import { metricsEndpoint } from './actions/metrics.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
 import { versionEndpoint } from './actions/version.js';
-import { createAssertionVerifier, SCHEMES } from './assertion.js';
 import { connectBackends } from './backends.js';
 import { errorHandler } from './error-handler.js';
+import { createAuthenticator } from './schemes.js';
 import { requestContext, type LoginDeps } from './shared.js';
 
 export interface RunningLogin {
@@ -38,7 +38,7 @@ export function createApp(deps: LoginDeps): Koa {
 
   const app = new Koa();
   app.use(requestContext(deps.log, deps.metrics));
-  app.use(errorHandler({ log: deps.log, challenges: SCHEMES }));
+  app.use(errorHandler({ log: deps.log, challenges: deps.auth.challenges }));
   app.use(router.routes());
   app.use(async function unknownPath() {
     throw new NotFound('no such endpoint');
@@ -57,19 +57,12 @@ function close(server: Server): Promise<void> {
 
 export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   const log = logger('login');
-  const verifier = await createAssertionVerifier({
-    trustedIssuers: config.trustedIssuers,
-    audiences: config.audiences,
-    skewSeconds: config.assertionSkew,
-    maxAssertionLifetime: config.maxAssertionLifetime,
-    maxCertificateLifetime: config.maxCertificateLifetime,
-    generationClaim: config.generationClaim,
-  });
+  const auth = await createAuthenticator(config);
   if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
   const metrics = new LoginMetrics();
   const backends = connectBackends(config, metrics);
   const loopDelay = watchLoopDelay();
-  const app = createApp({ config, verifier, backends, log, metrics, loopDelay });
+  const app = createApp({ config, auth, backends, log, metrics, loopDelay });
   const server = createServer(app.callback());
   answerClientErrors(server, log);
   try {
