@@ -20,7 +20,7 @@ import { startLogin, type RunningLogin } from '../services/login/server.js';
 import { forgeExponentOneJws, httpRequest, signUnencodedJws, type HttpResponse } from '../services/login/testkit.js';
 
 const AUDIENCE = 'https://token.test.example';
-const MASTER_SECRETS = [newSecret(), newSecret()];
+export const MASTER_SECRETS = [newSecret(), newSecret()];
 const NODES = { sync: 'https://sync-1.test.example', notes: 'https://notes-1.test.example' };
 const RS_ISSUER = 'rs.idp.example';
 const ES_ISSUER = 'es.idp.example';

@@ -16,6 +16,7 @@ import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
 import { metricsEndpoint } from './actions/metrics.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
 import { versionEndpoint } from './actions/version.js';
+import { WEBHOOK_PATH, webhookEndpoint } from './actions/webhook.js';
 import { connectBackends } from './backends.js';
 import { errorHandler } from './error-handler.js';
 import { createAuthenticator } from './schemes.js';
@@ -31,6 +32,7 @@ export function createApp(deps: LoginDeps): Koa {
   const router = new Router();
   // router.all: the endpoints answer 405 themselves, after their own 404 checks.
   router.all(TOKEN_PATH, ...(tokenEndpoint(deps) as Koa.Middleware[]));
+  if (deps.config.webhook) router.all(WEBHOOK_PATH, ...webhookEndpoint(deps, deps.config.webhook));
   router.all('/__heartbeat__', ...heartbeatEndpoint(deps));
   router.all('/__lbheartbeat__', ...lbHeartbeatEndpoint());
   router.all('/__version__', ...versionEndpoint());
