@@ -31,6 +31,8 @@ const CLIENT_GONE = 499;
 export interface Gateway {
   port: number;
   url: string;
+  /** The public node URL it guards (tokens name it). */
+  nodeUrl: string;
   close(): Promise<void>;
 }
 
@@ -69,12 +71,17 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-export async function startGateway(config: GatewayConfig): Promise<Gateway> {
+/**
+ * `nodeUrlFor`, when given, makes the public node URL from the port bound
+ * (the embedded stack with GATEWAY_PORT=0 and no NODE_URL); otherwise it is config.nodeUrl.
+ */
+export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: number) => string): Promise<Gateway> {
   const log = logger('node-gateway');
   /** The access line: flat, every value a string or a number. */
   const access = flatLogger(log);
-  const node = guardedNode(config.nodeUrl, config.masterSecrets);
-  const publicUrl = new URL(config.nodeUrl);
+  // Set once listening, before the first request can arrive.
+  let node = guardedNode(config.nodeUrl, config.masterSecrets);
+  let publicUrl = new URL(config.nodeUrl);
   const nonces = new NonceCache(config.nonceCacheSize, 2 * config.hawkSkew * 1000);
   const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
@@ -205,13 +212,19 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     });
   });
   const port = (server.address() as AddressInfo).port;
+  const nodeUrl = nodeUrlFor ? nodeUrlFor(port) : config.nodeUrl;
+  if (nodeUrl !== config.nodeUrl) {
+    node = guardedNode(nodeUrl, config.masterSecrets);
+    publicUrl = new URL(nodeUrl);
+  }
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${shownHost}:${port}`;
-  log.info({ port, url, nodeUrl: config.nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
+  log.info({ port, url, nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
 
   return {
     port,
     url,
+    nodeUrl,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
