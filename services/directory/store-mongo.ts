@@ -8,8 +8,9 @@ import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../li
 import type { ReplacedUser, UserRecord, UserStore } from './store.js';
 
 /** Documents written before these fields existed lack them. */
-type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced'> & {
+type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> & {
   stateChanges?: number[];
+  keysChangedAt?: number | null;
   replaced: Array<Omit<ReplacedUser, 'released'> & { released?: boolean }>;
 };
 
@@ -32,6 +33,8 @@ function fromDoc(r: UserDoc): UserRecord {
     uid: r.uid,
     node: r.node,
     generation: r.generation,
+    // Documents without the field read as "none" (DESIGN §9.2).
+    keysChangedAt: r.keysChangedAt ?? null,
     clientState: r.clientState,
     seenClientStates: [...r.seenClientStates],
     replaced: r.replaced.map((x) => ({ uid: x.uid, node: x.node, replacedAt: x.replacedAt, released: x.released ?? false })),
@@ -58,6 +61,8 @@ export class MongoUserStore implements UserStore {
           { key: { service: 1, email: 1 }, name: 'service_email', unique: true },
           // unassignNode: the users of one node.
           { key: { service: 1, node: 1 }, name: 'service_node' },
+          // RetireUser and RaiseGeneration: every record of one account.
+          { key: { email: 1 }, name: 'email' },
         ]);
         await store.ensureUidCounter();
       });
@@ -105,6 +110,10 @@ export class MongoUserStore implements UserStore {
       );
       return res.matchedCount === 1;
     });
+  }
+
+  listByEmail(email: string): Promise<UserRecord[]> {
+    return mongoCall(async () => (await this.users.find({ email }).sort({ service: 1 }).toArray()).map(fromDoc));
   }
 
   nextUid(): Promise<number> {
