@@ -105,7 +105,7 @@ test('login: random Accept, X-Client-State and Authorization → the status of t
       else assert.equal(res.status, 401, res.text);
       if (res.status === 200) {
         ok++;
-        assert.deepEqual(Object.keys(res.json).sort(), ['api_endpoint', 'duration', 'hashalg', 'id', 'key', 'uid']);
+        assert.deepEqual(Object.keys(res.json).sort(), ['api_endpoint', 'duration', 'hashalg', 'hashed_fxa_uid', 'id', 'key', 'uid']);
       }
       if (res.status === 200 || res.status === 401) assert.match(String(res.headers['x-timestamp']), /^\d+$/);
     }),
