@@ -34,6 +34,10 @@ export const DEFAULTS = {
   RETRY_AFTER: 10,
   /** Client-state changes one user may make in any 24 hours (DESIGN §10); beyond it 429. */
   CLIENT_STATE_CHANGES_PER_DAY: 10,
+  /** `users purge`: replaced records younger than this are kept (the grace period), seconds. */
+  PURGE_GRACE_SECONDS: 7 * 86_400,
+  /** `users purge`: seen client states kept per user (newest first); rule 3 of DESIGN §3 holds for these. */
+  PURGE_KEEP_CLIENT_STATES: 20,
   /** Share of a node's capacity released when no node has slots left. */
   RELEASE_RATE: 0.1,
   MAINTENANCE_MODE: false,
