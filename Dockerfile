@@ -1,10 +1,13 @@
-# syntax=docker/dockerfile:1
 # One image for every service; the command picks which one (see docker-compose.yml):
 #   node dist/services/{directory,nodeassign,login,node-gateway,demo-app}/index.js
 #   node dist/cli/main.js <command>          (operator CLI, health probes, setup)
 # Built for whatever platform builds it (amd64, arm64 …): nothing here downloads
 # an architecture-specific file (better-sqlite3 compiles from source in the
 # build stage; the rest comes from the npm registry).
+# Plain Dockerfile syntax, no "# syntax=" line and no BuildKit-only features
+# (cache mounts): the classic builder builds it too, offline from any image registry.
+# RUN steps need the network (apt-get, npm ci): on an engine without a bridge, build
+# with --network host (scripts/images.sh does; compose: build.network).
 
 ARG NODE_IMAGE=node:20-bookworm-slim
 
@@ -21,10 +24,20 @@ ENV npm_config_build_from_source=true \
     npm_config_nodedir=/usr/local
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
+# BUILD_CA_CERTS: PEM certificates to trust for npm in this stage only, for builds behind a
+# TLS-intercepting proxy (scripts/images.sh passes the machine's own additions). A failed
+# install must fail the build: npm can exit 0 after "Exit handler never called", hence the
+# load of the native addon at the end.
+ARG BUILD_CA_CERTS=""
+RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/build-ca.pem; export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
+ && npm ci --no-audit --no-fund \
+ && node -e "require('better-sqlite3')(':memory:').close()" \
+ && rm -f /tmp/build-ca.pem
 # .dockerignore lets in only what the build needs (no tests, data or node_modules).
 COPY . .
+# lib/version.ts reads ../package.json relative to itself: dist/package.json in the build output.
 RUN npx tsc -p tsconfig.build.json \
+ && cp package.json dist/package.json \
  && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime: node, production node_modules and dist/, as the unprivileged "node" user (uid 1000) ----
@@ -38,7 +51,7 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # Mount points for named volumes: a new volume takes this ownership, so "node" can write there.
-RUN mkdir -p /data /idp && chown 1000:1000 /data /idp
+RUN mkdir -p /data /idp /secrets && chown 1000:1000 /data /idp /secrets
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd (Kubernetes runAsNonRoot) accept it.
 USER 1000:1000
 EXPOSE 8000 8080 8090 50051 50052

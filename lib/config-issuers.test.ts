@@ -32,6 +32,12 @@ test('parseTrustedIssuers: domains default to the issuer host name; listed ones 
   assert.deepEqual(issuers.get('dev-idp.localhost')?.domains, ['*']);
 });
 
+test('parseTrustedIssuers: keys in BrowserID support-document form ({"algorithm": …}) are taken beside JWKs; login checks them', () => {
+  const rs = { algorithm: 'RS', n: '123', e: '65537' };
+  const ds = { algorithm: 'DS', p: 'ff', q: 'f', g: '2', y: '3' };
+  assert.deepEqual(parseTrustedIssuers({ 'idp.example': { keys: [KEY, rs, ds] } }).get('idp.example')?.keys, [KEY, rs, ds]);
+});
+
 test('parseTrustedIssuers: bad documents, keys or domains stop the service naming the variable', () => {
   const bad: unknown[] = [
     null,
@@ -39,6 +45,9 @@ test('parseTrustedIssuers: bad documents, keys or domains stop the service namin
     { 'idp.example': {} },
     { 'idp.example': { keys: [] } },
     { 'idp.example': { keys: [{}] } },
+    { 'idp.example': { keys: [null] } },
+    { 'idp.example': { keys: [{ algorithm: 7 }] } },
+    { 'idp.example': { keys: [{ kty: 7, algorithm: 'RS' }] } },
     { 'not a host': { keys: [KEY] } },
     { 'idp.example': { keys: [KEY], domains: [] } },
     { 'idp.example': { keys: [KEY], domains: 'idp.example' } },

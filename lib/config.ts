@@ -43,8 +43,10 @@ export const DEFAULTS = {
   MAINTENANCE_MODE: false,
   /** Hawk timestamp skew, seconds. */
   HAWK_SKEW: 60,
-  /** Largest number of nonces the gateway remembers. */
+  /** Largest number of nonces the gateway remembers; beyond it 503, never an early forget. */
   NONCE_CACHE_SIZE: 100_000,
+  /** Largest number of nonces one token may have remembered at once (its requests within ~2 × HAWK_SKEW). */
+  NONCE_PER_TOKEN: 1000,
   /** Largest body the gateway buffers to check a Hawk payload hash, bytes. */
   HASH_BODY_LIMIT: 1_048_576,
   /** Gateway upstream timeouts, milliseconds. */
@@ -53,6 +55,11 @@ export const DEFAULTS = {
   LOG_LEVEL: 'info',
   /** The FxA e-mail domain: there an e-mail's local part is the account id (DESIGN §9.3). */
   OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com',
+  /**
+   * Where /metrics listens when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT is set
+   * (unset: no metrics listener, and /metrics is never on the public ports).
+   */
+  METRICS_HOST: '127.0.0.1',
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -288,8 +295,15 @@ export interface JsonWebKeyLike {
   kty: string;
   [k: string]: unknown;
 }
+/** A key as BrowserID support documents publish it: `{"algorithm": "RS", "n", "e"}` (decimal) or `{"algorithm": "DS", "p", "q", "g", "y"}` (hex). */
+export interface BrowserIdKeyLike {
+  kty?: undefined;
+  algorithm: string;
+  [k: string]: unknown;
+}
+export type TrustedKeyLike = JsonWebKeyLike | BrowserIdKeyLike;
 export interface TrustedIssuer {
-  keys: JsonWebKeyLike[];
+  keys: TrustedKeyLike[];
   /** E-mail domains it may certify, normalised (lib/email.ts); `*` for any. */
   domains: string[];
 }
@@ -327,7 +341,10 @@ function issuerDomains(issuer: string, raw: unknown, variable: string): string[]
   });
 }
 
-/** Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [JWK, …], "domains": ["corp.example", …]}}`. */
+/**
+ * Parses the TRUSTED_ISSUERS document `{"<issuer>": {"keys": [key, …], "domains": ["corp.example", …]}}`,
+ * each key a JWK or a BrowserID support-document key; login imports (and so fully checks) them at start.
+ */
 export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'): TrustedIssuers {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
     throw new ConfigError(variable, 'must be a JSON object {"<issuer>": {"keys": [JWK, …], "domains": ["<e-mail domain>", …]}}');
@@ -337,11 +354,12 @@ export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'):
     const keys = (entry as { keys?: unknown })?.keys;
     if (!Array.isArray(keys) || keys.length === 0) throw new ConfigError(variable, `issuer ${issuer}: "keys" must be a non-empty array`);
     for (const k of keys) {
-      if (typeof k !== 'object' || k === null || typeof (k as { kty?: unknown }).kty !== 'string') {
-        throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty"`);
+      const { kty, algorithm } = (typeof k === 'object' && k !== null ? k : {}) as { kty?: unknown; algorithm?: unknown };
+      if (!(typeof kty === 'string' || (kty === undefined && typeof algorithm === 'string'))) {
+        throw new ConfigError(variable, `issuer ${issuer}: every key must be a JWK with "kty" or a BrowserID key with "algorithm"`);
       }
     }
-    out.set(issuer, { keys: keys as JsonWebKeyLike[], domains: issuerDomains(issuer, (entry as { domains?: unknown }).domains, variable) });
+    out.set(issuer, { keys: keys as TrustedKeyLike[], domains: issuerDomains(issuer, (entry as { domains?: unknown }).domains, variable) });
   }
   return out;
 }
@@ -361,6 +379,18 @@ export function trustedIssuersFile(env: Env): TrustedIssuers {
     throw new ConfigError('TRUSTED_ISSUERS', `${file} is not valid JSON`);
   }
   return parseTrustedIssuers(doc);
+}
+
+/** Where a service serves /metrics, when it does. */
+export interface MetricsListener {
+  host: string;
+  port: number;
+}
+
+/** `<portVariable>` unset: no metrics listener. */
+export function metricsListener(env: Env, portVariable: string): MetricsListener | undefined {
+  if (env[portVariable] === undefined || env[portVariable].trim() === '') return undefined;
+  return { host: str(env, 'METRICS_HOST', DEFAULTS.METRICS_HOST), port: port(env, portVariable, 0) };
 }
 
 // ---- per-service configuration ----
@@ -428,6 +458,8 @@ export interface LoginConfig {
   overload: OverloadConfig;
   /** Lowercase. */
   oauthEmailDomain: string;
+  /** LOGIN_METRICS_PORT: unset, no /metrics at all. */
+  metrics?: MetricsListener;
 }
 
 /**
@@ -471,6 +503,7 @@ export function loginConfig(
     maintenanceMode: bool(env, 'MAINTENANCE_MODE', DEFAULTS.MAINTENANCE_MODE),
     overload: overloadConfig(env),
     oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
+    metrics: metricsListener(env, 'LOGIN_METRICS_PORT'),
   };
 }
 
@@ -509,12 +542,16 @@ export interface GatewayConfig {
   upstreamUrl: string;
   hawkSkew: number;
   nonceCacheSize: number;
+  noncePerToken: number;
   hashBodyLimit: number;
   upstreamConnectTimeoutMs: number;
   upstreamTimeoutMs: number;
+  /** GATEWAY_METRICS_PORT: unset, no /metrics at all. */
+  metrics?: MetricsListener;
 }
 
 export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } = {}): GatewayConfig {
+  const nonceCacheSize = int(env, 'NONCE_CACHE_SIZE', DEFAULTS.NONCE_CACHE_SIZE, 100, 10_000_000);
   return {
     port: port(env, 'GATEWAY_PORT', DEFAULTS.GATEWAY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
@@ -522,10 +559,13 @@ export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } 
     nodeUrl: url(env, 'NODE_URL'),
     upstreamUrl: url(env, 'UPSTREAM_URL'),
     hawkSkew: int(env, 'HAWK_SKEW', DEFAULTS.HAWK_SKEW, 1, 86_400),
-    nonceCacheSize: int(env, 'NONCE_CACHE_SIZE', DEFAULTS.NONCE_CACHE_SIZE, 100, 10_000_000),
+    nonceCacheSize,
+    // A share larger than the whole cache would let one token fill it.
+    noncePerToken: int(env, 'NONCE_PER_TOKEN', Math.min(DEFAULTS.NONCE_PER_TOKEN, nonceCacheSize), 1, nonceCacheSize),
     hashBodyLimit: int(env, 'HASH_BODY_LIMIT', DEFAULTS.HASH_BODY_LIMIT, 1, 1 << 30),
     upstreamConnectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', DEFAULTS.UPSTREAM_CONNECT_TIMEOUT_MS, 10, 600_000),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULTS.UPSTREAM_TIMEOUT_MS, 10, 3_600_000),
+    metrics: metricsListener(env, 'GATEWAY_METRICS_PORT'),
   };
 }
 

@@ -3,9 +3,12 @@
 // JWS, times in ms since epoch), and a development issuer kept on disk.
 // Verification lives in services/login/assertion.ts; this file only signs.
 import { CompactSign, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import { generateKeyPair as generateNodeKeyPair, sign as signWithNode, type KeyObject } from 'node:crypto';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers } from './config.js';
+import { browserIdDsaFromKeyObject, DSA_SIZES, type BrowserIdDsaPublicKey, type DsaAlgorithm } from './dsa.js';
 import { ANY_DOMAIN } from './email.js';
 
 export type SigningAlg = 'RS256' | 'ES256' | 'EdDSA';
@@ -18,19 +21,42 @@ export interface KeyPair {
 }
 
 /** BrowserID's legacy public-key form: RSA modulus and exponent as decimal strings. */
-export interface LegacyRsaPublicKey {
+// A type, not an interface, so it fits TRUSTED_ISSUERS' open key shape.
+export type LegacyRsaPublicKey = {
   algorithm: 'RS';
   n: string;
   e: string;
-}
+};
 
 export async function generateKey(alg: SigningAlg = 'ES256'): Promise<KeyPair> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
   return { alg, privateKey, publicJwk: { ...(await exportJWK(publicKey)), alg } as JsonWebKeyLike };
 }
 
+/** A BrowserID DSA key (jose has no DS128/DS256): node:crypto signs, and the public half is in the DS form. */
+export interface DsaKeyPair {
+  alg: DsaAlgorithm;
+  privateKey: KeyObject;
+  publicKey: BrowserIdDsaPublicKey;
+}
+
+/** New DSA parameters and key of the algorithm's size (DS256's parameters take about a second). */
+export async function generateDsaKey(alg: DsaAlgorithm): Promise<DsaKeyPair> {
+  const { pBits, qBits } = DSA_SIZES[alg];
+  const { publicKey, privateKey } = await promisify(generateNodeKeyPair)('dsa', { modulusLength: pBits, divisorLength: qBits });
+  return { alg, privateKey, publicKey: browserIdDsaFromKeyObject(publicKey) };
+}
+
+export type Signer = Pick<KeyPair, 'alg' | 'privateKey'> | Pick<DsaKeyPair, 'alg' | 'privateKey'>;
+
 /** Signs any JSON payload as a compact JWS; tests use it to sign deliberately odd claims. */
-export async function signJws(key: Pick<KeyPair, 'alg' | 'privateKey'>, payload: unknown, header: Record<string, unknown> = {}): Promise<string> {
+export async function signJws(key: Signer, payload: unknown, header: Record<string, unknown> = {}): Promise<string> {
+  if (key.alg === 'DS128' || key.alg === 'DS256') {
+    const input = `${Buffer.from(JSON.stringify({ ...header, alg: key.alg })).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+    // r || s, each as wide as q: what PyBrowserID writes and ieee-p1363 means.
+    const signature = signWithNode(DSA_SIZES[key.alg].digest, Buffer.from(input), { key: key.privateKey, dsaEncoding: 'ieee-p1363' });
+    return `${input}.${signature.toString('base64url')}`;
+  }
   const bytes = new TextEncoder().encode(JSON.stringify(payload));
   return new CompactSign(bytes).setProtectedHeader({ ...header, alg: key.alg }).sign(key.privateKey);
 }
@@ -38,8 +64,8 @@ export async function signJws(key: Pick<KeyPair, 'alg' | 'privateKey'>, payload:
 export interface CertificateOptions {
   issuer: string;
   email: string;
-  /** The user's public key: a JWK or the legacy BrowserID RS form. */
-  publicKey: JsonWebKeyLike | LegacyRsaPublicKey;
+  /** The user's public key: a JWK or the legacy BrowserID RS or DS form. */
+  publicKey: JsonWebKeyLike | LegacyRsaPublicKey | BrowserIdDsaPublicKey;
   /** Omitted: no generation claim. */
   generation?: number;
   generationClaim?: string;
@@ -64,7 +90,7 @@ export function certificateClaims(o: CertificateOptions): Record<string, unknown
 }
 
 /** A certificate: the issuer vouches that `publicKey` belongs to `email`. */
-export function signCertificate(issuerKey: KeyPair, o: CertificateOptions): Promise<string> {
+export function signCertificate(issuerKey: Signer, o: CertificateOptions): Promise<string> {
   return signJws(issuerKey, certificateClaims(o));
 }
 
@@ -76,7 +102,7 @@ export interface AssertionOptions {
 }
 
 /** An assertion: signed with the user's (certified) key for one audience. */
-export function signAssertion(userKey: KeyPair, o: AssertionOptions): Promise<string> {
+export function signAssertion(userKey: Signer, o: AssertionOptions): Promise<string> {
   return signJws(userKey, { aud: o.audience, exp: o.expMs ?? Date.now() + (o.ttlSeconds ?? 300) * 1000 });
 }
 

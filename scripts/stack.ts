@@ -20,6 +20,8 @@ export interface Stack {
   loginUrl: string;
   gatewayUrl: string;
   demoAppUrl: string;
+  /** /metrics of login and the gateway, when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT are set. */
+  metricsUrls: { login?: string; gateway?: string };
   directoryAddr: string;
   nodeAssignAddr: string;
   audience: string;
@@ -98,10 +100,13 @@ export async function startStack(env: Env): Promise<Stack> {
 
     await registerNodes(nodeAssignAddr, auth, [...apps.keys()], gwConfig.nodeUrl);
 
+    const metricsUrl = (port: number | undefined, where: { host: string } | undefined) =>
+      port === undefined || !where ? undefined : `http://${displayHost(where.host)}:${port}/metrics`;
     return {
       loginUrl: `http://${displayHost(host)}:${login.port}`,
       gatewayUrl: gwConfig.nodeUrl,
       demoAppUrl: demo.url,
+      metricsUrls: { login: metricsUrl(login.metricsPort, lgConfig.metrics), gateway: metricsUrl(gateway.metricsPort, gwConfig.metrics) },
       directoryAddr,
       nodeAssignAddr,
       audience: lgConfig.audiences[0],

@@ -16,6 +16,7 @@ async function main(): Promise<void> {
     `  node-gateway:  ${stack.gatewayUrl}   (guards the demo application at ${stack.demoAppUrl})`,
     `  directory:     ${stack.directoryAddr}  (gRPC)`,
     `  nodeassign:    ${stack.nodeAssignAddr}  (gRPC)`,
+    ...Object.entries(stack.metricsUrls).filter(([, url]) => url).map(([service, url]) => `  metrics:       ${url}   (${service})`),
     '',
     ...(stack.devIdpTrusted
       ? [

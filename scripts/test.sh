@@ -28,7 +28,37 @@ if [ -z "${MONGODB_URL:-}" ] && [ "$mongo_files" = 1 ] && bash scripts/compat-mo
 fi
 # ---- end MongoDB suites ----
 
-node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${files[@]}"
+# ---- container engine ----
+# The engine that answers (a user's Docker, or the one `bash scripts/engine.sh start` runs)
+# serves testcontainers (MongoDB suites) and tests/containers.test.ts; without one they skip
+# and say why.
+if [ -z "${DOCKER_HOST:-}" ]; then
+  if engine_lines="$(bash scripts/engine.sh env 2>"${TMPDIR:-/tmp}/engine-env.$$")"; then
+    set -a
+    eval "$engine_lines"
+    set +a
+    echo "test.sh: container engine at ${DOCKER_HOST:-the default socket}" >&2
+  else
+    echo "test.sh: the container tests will skip: $(cat "${TMPDIR:-/tmp}/engine-env.$$")" >&2
+  fi
+  rm -f "${TMPDIR:-/tmp}/engine-env.$$"
+fi
+
+# docker compose end to end runs first and alone (it builds images and starts a whole stack);
+# its own runner prints "containers: N/M checks pass".
+rest=()
+containers_rc=0
+for f in "${files[@]}"; do
+  case "$f" in
+    tests/containers.test.ts | */tests/containers.test.ts) bash scripts/test-containers.sh || containers_rc=$? ;;
+    *) rest+=("$f") ;;
+  esac
+done
+# ---- end container engine ----
+
+rc=0
+if [ "${#rest[@]}" -gt 0 ]; then node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${rest[@]}" || rc=$?; fi
+[ "$rc" = 0 ] || exit "$rc"
 
 # ---- outside clients (Python) ----
 # A full run (no file arguments) ends with the Python suite against the embedded
@@ -40,3 +70,6 @@ elif [ "$#" -eq 0 ]; then
   echo "test.sh: SKIP_PYTHON_TESTS is set; the Python outside-clients suite did not run" >&2
 fi
 # ---- end outside clients ----
+
+# The container checks ran first; their result counts too.
+exit "$containers_rc"

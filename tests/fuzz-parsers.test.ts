@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { BadRequest, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../lib/errors.js';
 import { hawkHeader, parseHawkHeader } from '../lib/hawk.js';
 import { encodeToken, makeToken, nodeSecrets, parseToken } from '../lib/token.js';
+import { DsaPublicKey } from '../lib/dsa.js';
 import { requestProblem } from '../services/directory/rules.js';
 import {
   assertionClaims,
@@ -20,7 +21,6 @@ import {
 } from '../services/login/assertion.js';
 import { isValidClientState } from '../services/login/rules.js';
 import { authenticate, guardedNode, tokenCache } from '../services/node-gateway/auth.js';
-import { NonceCache } from '../services/node-gateway/nonces.js';
 import { fuzzParams, mutate, mutationsArb, outcome } from './support/fuzz.js';
 
 const NODE_URL = 'https://node-1.fuzz.example';
@@ -78,15 +78,17 @@ test('decodeJws, certificateClaims, assertionClaims, userPublicKey, parseGenerat
 
 test('userPublicKey: structured keys of every kind, legacy decimal RSA included', () => {
   const member = fc.oneof(fc.base64String({ maxLength: 100 }).map((s) => s.replace(/=+$/, '')), anyString, fc.integer(), fc.constant(undefined));
+  const hexMember = fc.oneof(fc.bigInt({ min: 0n, max: 1n << 2100n }).map((v) => v.toString(16)), anyString, fc.integer(), fc.constant(undefined));
   const keyArb = fc.oneof(
     fc.record({ kty: fc.constantFrom('RSA', 'EC', 'OKP', 'oct', 'rsa'), crv: fc.constantFrom('P-256', 'P-384', 'Ed25519', 'X25519', undefined), n: member, e: member, x: member, y: member }),
     fc.record({ algorithm: fc.constantFrom('RS', 'DS', 'rs'), n: fc.oneof(fc.bigInt({ min: 0n, max: 1n << 2100n }).map(String), anyString), e: fc.oneof(fc.constantFrom('65537', '3', '0', '-1', '1e5'), anyString) }),
+    fc.record({ algorithm: fc.constant('DS'), p: hexMember, q: hexMember, g: hexMember, y: hexMember }),
   );
   fc.assert(
     fc.property(keyArb, (key) => {
       const jwk = outcome(() => userPublicKey(key), [InvalidCredentials], key);
       if (jwk) {
-        assert.ok(['RSA', 'EC', 'OKP'].includes(jwk.kty));
+        assert.ok(jwk instanceof DsaPublicKey || ['RSA', 'EC', 'OKP'].includes(jwk.kty));
         assert.equal((jwk as Record<string, unknown>).d, undefined, 'never a private member');
       }
     }),
@@ -202,7 +204,7 @@ test('gateway authenticate: any target and header → a caller, 400 or 401; a mu
       const sentTarget = what === 'target' ? mutate(signedTarget, ms) : signedTarget;
       const req = { method: 'GET', target: sentTarget, authorization: sent };
       const caller = outcome(
-        () => authenticate(req, node, { skewSeconds: 60, nonces: new NonceCache(1000, 120_000), tokens }),
+        () => authenticate(req, node, { skewSeconds: 60, tokens }),
         [BadRequest, Unauthorized, InvalidCredentials, InvalidTimestamp],
         req,
       );

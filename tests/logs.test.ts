@@ -34,6 +34,7 @@ let exited: Promise<number | null>;
 let loginUrl: string;
 let gatewayUrl: string;
 let directoryAddr: string;
+let metricsUrls: { login: string; gateway: string };
 let audience: string;
 let idp: DevIdp;
 /** Everything that must never reach a log line. */
@@ -71,6 +72,8 @@ before(async () => {
       DIRECTORY_PORT: '0',
       NODEASSIGN_PORT: '0',
       DEMO_APP_PORT: '0',
+      LOGIN_METRICS_PORT: '0',
+      GATEWAY_METRICS_PORT: '0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -80,6 +83,8 @@ before(async () => {
   await waitForOutput(/Ctrl-C stops everything/);
   loginUrl = /login:\s+(http:\/\/\S+?)\/1\.0\//.exec(output)![1];
   gatewayUrl = /node-gateway:\s+(http:\/\/\S+)/.exec(output)![1];
+  const metricsOf = (service: string) => new RegExp(`metrics:\\s+(http://\\S+)\\s+\\(${service}\\)`).exec(output)![1];
+  metricsUrls = { login: metricsOf('login'), gateway: metricsOf('gateway') };
   audience = /--audience (\S+)/.exec(output)![1];
   directoryAddr = /directory:\s+(\S+)\s+\(gRPC\)/.exec(output)![1];
   idp = await loadOrCreateDevIdp(dir);
@@ -181,8 +186,8 @@ test('a full run at LOG_LEVEL=debug: log lines with request ids everywhere, and 
   assert.equal((await signed(token, { path: 'info', nonce })).status, 200);
   assert.equal((await signed(token, { path: 'info', nonce })).status, 401, 'replayed nonce');
   assert.equal((await fetch(`${gatewayUrl}/1.5/1/info`)).status, 401, 'unsigned');
-  assert.equal((await httpRequest(`${loginUrl}/metrics`)).status, 200);
-  assert.equal((await httpRequest(`${gatewayUrl}/metrics`)).status, 200);
+  assert.equal((await httpRequest(metricsUrls.login)).status, 200);
+  assert.equal((await httpRequest(metricsUrls.gateway)).status, 200);
 
   // ---- a gRPC call to the directory with a wrong internal secret ----
   const stranger = grpcClient(DirectoryClient, directoryAddr, { internalSecret: WRONG_INTERNAL_SECRET });

@@ -1,7 +1,7 @@
 // Observability through the real interfaces: the overload signal (X-Backoff,
 // then 503 beyond the cap) driven deterministically by a directory whose Login
-// calls wait at a gate; the request id carried into gRPC metadata; /metrics on
-// login and gateway counting a real demo round trip (`npm run demo`'s script as a
+// calls wait at a gate; the request id carried into gRPC metadata; /metrics (on
+// its own port, LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT) of login and gateway counting a real demo round trip (`npm run demo`'s script as a
 // child process against the embedded stack); the gateway's request id and /__version__.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -98,6 +98,7 @@ describe('overload signal through real HTTP', () => {
     await sys.start();
     gated = await gatedDirectory(`sqlite:${path.join(dir, 'gated.db')}`);
     login = await sys.startLogin({
+      LOGIN_METRICS_PORT: '0',
       DIRECTORY_ADDR: `127.0.0.1:${gated.port}`,
       BACKOFF_INFLIGHT: '1',
       MAX_INFLIGHT: '2',
@@ -131,7 +132,7 @@ describe('overload signal through real HTTP', () => {
     assert.equal(refused.header('x-request-id'), 'overload-c');
     conformsToDocument(refused, 'GET', TOKEN_PATH);
 
-    const during = (await httpRequest(`${login.url}/metrics`)).text;
+    const during = (await httpRequest(`http://127.0.0.1:${login.metricsPort}/metrics`)).text;
     assert.equal(metricValue(during, 'login_token_requests_in_flight'), 2);
 
     gated.open();
@@ -149,7 +150,7 @@ describe('overload signal through real HTTP', () => {
     // The refused request never reached the directory; the others carried their ids there.
     assert.deepEqual(gated.requestIds, ['overload-a', 'overload-b', calm.header('x-request-id')]);
 
-    const page = (await httpRequest(`${login.url}/metrics`)).text;
+    const page = (await httpRequest(`http://127.0.0.1:${login.metricsPort}/metrics`)).text;
     assert.equal(metricValue(page, 'login_overload_total', { action: 'backoff' }), 1);
     assert.equal(metricValue(page, 'login_overload_total', { action: 'reject' }), 1);
     assert.equal(metricValue(page, 'login_token_requests_in_flight'), 0);
@@ -167,7 +168,7 @@ describe('/metrics after a demo round trip (embedded stack)', () => {
   let stack: TestStack;
 
   before(async () => {
-    stack = await startTestStack();
+    stack = await startTestStack({ LOGIN_METRICS_PORT: '0', GATEWAY_METRICS_PORT: '0' });
   });
   after(async () => {
     await stack?.close();
@@ -189,7 +190,7 @@ describe('/metrics after a demo round trip (embedded stack)', () => {
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /round trip complete/);
 
-    const loginRes = await httpRequest(`${stack.loginUrl}/metrics`);
+    const loginRes = await httpRequest(stack.metricsUrls.login!);
     assert.equal(loginRes.status, 200);
     assert.match(loginRes.header('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
     const lp = loginRes.text;
@@ -202,7 +203,7 @@ describe('/metrics after a demo round trip (embedded stack)', () => {
     }
     assert.ok(metricValue(lp, 'process_resident_memory_bytes') > 0, 'process metrics too');
 
-    const gp = (await httpRequest(`${stack.gatewayUrl}/metrics`)).text;
+    const gp = (await httpRequest(stack.metricsUrls.gateway!)).text;
     const gw = { service: 'node-gateway' };
     assert.equal(metricValue(gp, 'http_requests_total', { ...gw, route: 'proxy', status: '200', status_string: 'ok' }), 2, 'signed GET and POST');
     assert.equal(metricValue(gp, 'gateway_upstream_duration_seconds_count', { ...gw, outcome: '2xx' }), 2);
@@ -226,9 +227,20 @@ describe('/metrics after a demo round trip (embedded stack)', () => {
     assert.equal(version.status, 200);
     assert.deepEqual(version.json, VERSION_INFO);
 
-    const gp = (await httpRequest(`${stack.gatewayUrl}/metrics`)).text;
+    const gp = (await httpRequest(stack.metricsUrls.gateway!)).text;
     assert.equal(metricValue(gp, 'gateway_rejections_total', { reason: 'Unauthorized' }), 1);
     assert.equal(metricValue(gp, 'gateway_rejections_total', { reason: 'BadRequest' }), 1);
     assert.equal(metricValue(gp, 'http_requests_total', { route: '/__version__', status: '200' }), 1);
+  });
+
+  test('/metrics is never served on the public ports', async () => {
+    const publicLogin = await httpRequest(`${stack.loginUrl}/metrics`);
+    assert.equal(publicLogin.status, 404);
+    const publicGateway = await httpRequest(`${stack.gatewayUrl}/metrics`);
+    assert.equal(publicGateway.status, 401, 'an ordinary unsigned request to the gateway');
+    for (const res of [publicLogin, publicGateway]) assert.doesNotMatch(res.text, /http_requests_total/);
+    // The metrics listener answers /metrics only.
+    assert.equal((await httpRequest(stack.metricsUrls.login!.replace(/\/metrics$/, '/__version__'))).status, 404);
+    assert.equal((await httpRequest(stack.metricsUrls.gateway!, { method: 'POST' })).status, 405);
   });
 });

@@ -108,12 +108,12 @@ test('503: no node with room, and maintenance mode', async () => {
   await get(TOKEN, { Authorization: await sys.auth(sys.newEmail()) }, { login: maintenance, status: 503, statusString: 'error' });
 });
 
-test('heartbeat, lbheartbeat, version and metrics', async () => {
+test('heartbeat, lbheartbeat and version; no /metrics on the public port', async () => {
   await get('/__heartbeat__', {}, { status: 200, statusString: 'ok' });
   await get('/__lbheartbeat__', {}, { status: 200 });
   await get('/__version__', {}, { status: 200 });
-  const metrics = await get('/metrics', {}, { status: 200 });
-  assert.match(metrics.text, /^http_requests_total\{/m);
+  const metrics = await sys.get('/metrics', {});
+  assert.equal(metrics.status, 404, 'served on LOGIN_METRICS_PORT only');
 });
 
 test('heartbeat 503 while a backend is down', async () => {

@@ -16,12 +16,15 @@ import {
   parseAuthorization,
   padRsaSignature,
   parseGeneration,
+  splitBundle,
   userPublicKey,
   type AssertionVerifier,
 } from './assertion.js';
-import { KeyObject, sign } from 'node:crypto';
+import { KeyObject, sign, verify } from 'node:crypto';
+import { DsaPublicKey, dsaKeyObject, parseDsaPublicKey } from '../../lib/dsa.js';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
-import { bundle, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type KeyPair } from '../../lib/idp.js';
+import type { JsonWebKeyLike } from '../../lib/config.js';
+import { bundle, generateDsaKey, generateKey, legacyRsaPublicKey, signAssertion, signCertificate, signJws, type DsaKeyPair, type KeyPair } from '../../lib/idp.js';
 import { forgeExponentOneJws, signUnencodedJws } from './testkit.js';
 
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
@@ -57,6 +60,29 @@ describe('parseAuthorization', () => {
     }
     assert.throws(() => parseAuthorization(`Assertion${blanks}${blanks}`), /missing assertion/);
     assert.equal(parseAuthorization(`Assertion${blanks.slice(0, 4000)}a~b${blanks.slice(0, 4000)}`).assertion, 'b');
+  });
+  test('an old-style bundle (PyBrowserID new_style=False): base64url of {"certificates": [c], "assertion": a}', () => {
+    const old = b64({ certificates: ['a.b.c'], assertion: 'd.e.f' });
+    assert.deepEqual(parseAuthorization(`BrowserID ${old}`), { scheme: 'BrowserID', certificate: 'a.b.c', assertion: 'd.e.f' });
+    assert.deepEqual(splitBundle(old), { certificate: 'a.b.c', assertion: 'd.e.f' });
+  });
+  test('old-style bundles that are not one certificate and one assertion → InvalidCredentials, as a bad new-style one', () => {
+    const bad = [
+      b64({ certificates: ['a.b.c', 'g.h.i'], assertion: 'd.e.f' }),
+      b64({ certificates: [], assertion: 'd.e.f' }),
+      b64({ certificates: 'a.b.c', assertion: 'd.e.f' }),
+      b64({ certificates: [7], assertion: 'd.e.f' }),
+      b64({ certificates: [''], assertion: 'd.e.f' }),
+      b64({ certificates: ['a.b.c'], assertion: '' }),
+      b64({ certificates: ['a.b.c'] }),
+      b64({ certificates: ['a.b.c'], assertion: { alg: 'x' } }),
+      b64(['a.b.c', 'd.e.f']),
+      b64('{"certificates": ["a.b.c"], "assertion": "d.e.f"'),
+      `${b64({ certificates: ['a.b.c'], assertion: 'd.e.f' })}=`,
+      Buffer.from(JSON.stringify({ certificates: ['a.b.c'], assertion: 'd.e.f' })).toString('base64'),
+    ];
+    for (const c of bad) assert.throws(() => splitBundle(c), (e) => e instanceof InvalidCredentials && /<certificate>~<assertion>/.test(e.message), c);
+    assert.throws(() => splitBundle(b64({ certificates: ['a~b'], assertion: 'd.e.f' })), InvalidCredentials, 'no "~" inside either part');
   });
   test('the scheme must be followed by a blank', () => {
     for (const h of ['Assertion:a~b', 'Assertion\u00a0a~b', 'Assertion\na~b', '1Assertion a~b']) {
@@ -191,7 +217,7 @@ describe('userPublicKey', () => {
       n: Buffer.from([1, 0, 1]).toString('base64url'),
       e: Buffer.from([3]).toString('base64url'),
     });
-    assert.deepEqual(userPublicKey({ algorithm: 'RS', n: '256', e: '65537' }).n, Buffer.from([1, 0]).toString('base64url'));
+    assert.deepEqual((userPublicKey({ algorithm: 'RS', n: '256', e: '65537' }) as JsonWebKeyLike).n, Buffer.from([1, 0]).toString('base64url'));
   });
   test('malformed keys → InvalidCredentials', () => {
     const bad: unknown[] = [
@@ -216,6 +242,29 @@ describe('userPublicKey', () => {
       { kty: 'oct', k: 'AAAA' },
     ];
     for (const k of bad) assert.throws(() => userPublicKey(k), InvalidCredentials, JSON.stringify(k)?.slice(0, 60));
+  });
+});
+
+describe('userPublicKey / algorithmsForKey / importVerifyKey: BrowserID DSA keys', () => {
+  let ds128: DsaKeyPair, ds256: DsaKeyPair;
+  before(async () => {
+    [ds128, ds256] = await Promise.all([generateDsaKey('DS128'), generateDsaKey('DS256')]);
+  });
+  test('the DS form gives a checked key for DS128 or DS256, by its size', () => {
+    for (const k of [ds128, ds256]) {
+      const key = userPublicKey(k.publicKey);
+      assert.ok(key instanceof DsaPublicKey);
+      assert.deepEqual(algorithmsForKey(key), [k.alg]);
+      assert.equal(importVerifyKey(key, k.alg).asymmetricKeyType, 'dsa');
+    }
+  });
+  test('a DSA key for the other algorithm, or a DS form that does not check out → refused', () => {
+    assert.throws(() => importVerifyKey(userPublicKey(ds128.publicKey), 'DS256'), /not a key for DS256/);
+    assert.throws(() => importVerifyKey(userPublicKey(ds256.publicKey), 'ES256'), /not a key for ES256/);
+    const p = BigInt(`0x${ds128.publicKey.p}`);
+    for (const bad of [{ g: '1' }, { y: (p - 1n).toString(16) }, { p: 'zz' }, { q: ds256.publicKey.q }, { y: undefined }]) {
+      assert.throws(() => userPublicKey({ ...ds128.publicKey, ...bad }), (e) => e instanceof InvalidCredentials && /^certificate public-key: /.test(e.message), JSON.stringify(bad));
+    }
   });
 });
 
@@ -499,5 +548,128 @@ describe('createAssertionVerifier', () => {
     await assert.rejects(make({ kty: 'EC', crv: 'P-256', x: 'AA', y: 'AA' }), ConfigError);
     await assert.rejects(make({ ...esIssuer.publicJwk, alg: 'RS256' }), ConfigError);
     await assert.rejects(make({ kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' }), ConfigError, 'a weak RSA key');
+  });
+});
+
+describe('createAssertionVerifier: BrowserID DSA keys, support-document issuer keys, old-style bundles (DESIGN §9.5)', () => {
+  const NOW = 1_800_000_000_000;
+  const AUD = 'https://token.example';
+  let rsIssuer: KeyPair, rsDocIssuer: KeyPair, dsIssuer: DsaKeyPair, ds128: DsaKeyPair, ds256: DsaKeyPair, otherDs128: DsaKeyPair;
+  let verifier: AssertionVerifier;
+
+  before(async () => {
+    [rsIssuer, rsDocIssuer, dsIssuer, ds128, ds256, otherDs128] = await Promise.all([
+      generateKey('RS256'),
+      generateKey('RS256'),
+      generateDsaKey('DS128'),
+      generateDsaKey('DS128'),
+      generateDsaKey('DS256'),
+      generateDsaKey('DS128'),
+    ]);
+    verifier = await createAssertionVerifier({
+      trustedIssuers: new Map([
+        ['rs.example', { keys: [rsIssuer.publicJwk], domains: ['example.com'] }],
+        // As an IdP publishes them in /.well-known/browserid: decimal RS and hex DS.
+        ['rsdoc.example', { keys: [legacyRsaPublicKey(rsDocIssuer.publicJwk)], domains: ['example.com'] }],
+        ['dsdoc.example', { keys: [dsIssuer.publicKey], domains: ['example.com'] }],
+      ]),
+      audiences: [AUD],
+      skewSeconds: 60,
+      generationClaim: 'fxa-generation',
+    });
+  });
+
+  const certificate = (o: { issuerKey?: KeyPair | DsaKeyPair; issuer?: string; publicKey: unknown }) =>
+    signCertificate(o.issuerKey ?? rsIssuer, { issuer: o.issuer ?? 'rs.example', email: 'dsa@example.com', publicKey: o.publicKey as DsaKeyPair['publicKey'], iatMs: NOW - 1000, expMs: NOW + 3_600_000 });
+  const assertionBy = (user: KeyPair | DsaKeyPair, exp = NOW + 60_000) => signAssertion(user, { audience: AUD, expMs: exp });
+
+  test('DS128 and DS256 user keys: assertions signed with them verify, under both schemes', async () => {
+    for (const user of [ds128, ds256]) {
+      for (const scheme of ['Assertion', 'BrowserID']) {
+        const h = `${scheme} ${bundle(await certificate({ publicKey: user.publicKey }), await assertionBy(user))}`;
+        assert.equal((await verifier.verify(h, NOW)).email, 'dsa@example.com', `${user.alg} ${scheme}`);
+      }
+    }
+  });
+
+  test('issuer keys given in support-document form (RS decimal, DS hex) certify', async () => {
+    const viaRsDoc = await certificate({ issuerKey: rsDocIssuer, issuer: 'rsdoc.example', publicKey: ds256.publicKey });
+    assert.equal((await verifier.verify(`Assertion ${bundle(viaRsDoc, await assertionBy(ds256))}`, NOW)).issuer, 'rsdoc.example');
+    const viaDs = await certificate({ issuerKey: dsIssuer, issuer: 'dsdoc.example', publicKey: ds128.publicKey });
+    assert.equal(viaDs.split('.')[0], Buffer.from('{"alg":"DS128"}').toString('base64url'));
+    assert.equal((await verifier.verify(`Assertion ${bundle(viaDs, await assertionBy(ds128))}`, NOW)).issuer, 'dsdoc.example');
+    // The DS issuer key does not vouch for what another DSA key signed.
+    const rogue = await certificate({ issuerKey: otherDs128, issuer: 'dsdoc.example', publicKey: ds128.publicKey });
+    await assert.rejects(verifier.verify(`Assertion ${bundle(rogue, await assertionBy(ds128))}`, NOW), /certificate signature is not valid/);
+  });
+
+  test('a DSA signature for another message, by another key, of the other size, or too long → InvalidCredentials', async () => {
+    const cert = await certificate({ publicKey: ds128.publicKey });
+    const [head, payload] = (await assertionBy(ds128)).split('.');
+    const otherSig = (await assertionBy(ds128, NOW + 59_000)).split('.')[2];
+    const sig = Buffer.from((await assertionBy(ds128)).split('.')[2], 'base64url');
+    const cases: Record<string, string> = {
+      'signature of another message': `${head}.${payload}.${otherSig}`,
+      'signed by another DS128 key': await assertionBy(otherDs128),
+      'signed by a DS256 key': await assertionBy(ds256),
+      'one byte too long': `${head}.${payload}.${Buffer.concat([sig, Buffer.from([0])]).toString('base64url')}`,
+      'a zero byte prepended': `${head}.${payload}.${Buffer.concat([Buffer.from([0]), sig]).toString('base64url')}`,
+      'claims DS256 with a DS128 signature': `${Buffer.from('{"alg":"DS256"}').toString('base64url')}.${payload}.${sig.toString('base64url')}`,
+    };
+    for (const [what, assertion] of Object.entries(cases)) {
+      await assert.rejects(verifier.verify(`Assertion ${bundle(cert, assertion)}`, NOW), /assertion is not signed by the certified key/, what);
+    }
+  });
+
+  test('a DS128 signature whose r starts with a zero byte, written without it (as an integer), verifies', async () => {
+    const cert = await certificate({ publicKey: ds128.publicKey });
+    let short: string | undefined;
+    for (let i = 0; i < 20_000 && !short; i++) {
+      const [head, payload, sig] = (await assertionBy(ds128, NOW + i)).split('.');
+      const bytes = Buffer.from(sig, 'base64url');
+      if (bytes[0] === 0) short = `${head}.${payload}.${bytes.subarray(1).toString('base64url')}`;
+    }
+    assert.ok(short, 'no signature with a leading zero byte in 20 000 tries');
+    assert.equal(Buffer.from(short.split('.')[2], 'base64url').length, 39);
+    assert.equal((await verifier.verify(`Assertion ${bundle(cert, short)}`, NOW)).email, 'dsa@example.com');
+  });
+
+  test('a DSA user key with g = y = p - 1 → InvalidCredentials, though OpenSSL verifies the forgery r = s = 1 with it', async () => {
+    const k = parseDsaPublicKey({ ...ds128.publicKey });
+    const weak = new DsaPublicKey('DS128', k.p, k.q, k.p - 1n, k.p - 1n);
+    const forgedSig = Buffer.concat([Buffer.alloc(19), Buffer.from([1]), Buffer.alloc(19), Buffer.from([1])]);
+    let forged: string | undefined;
+    // v = ((p-1)^(H mod q) · (p-1)) mod p mod q is 1 = r whenever H mod q is odd: half the messages.
+    for (let i = 0; i < 64 && !forged; i++) {
+      const input = `${Buffer.from('{"alg":"DS128"}').toString('base64url')}.${Buffer.from(JSON.stringify({ aud: AUD, exp: NOW + 60_000 + i })).toString('base64url')}`;
+      if (verify('sha1', Buffer.from(input), { key: dsaKeyObject(weak), dsaEncoding: 'ieee-p1363' }, forgedSig)) forged = `${input}.${forgedSig.toString('base64url')}`;
+    }
+    assert.ok(forged, 'OpenSSL accepted no forgery');
+    const hex = (v: bigint) => v.toString(16);
+    const cert = await certificate({ publicKey: { algorithm: 'DS', p: hex(k.p), q: hex(k.q), g: hex(weak.g), y: hex(weak.y) } });
+    await assert.rejects(verifier.verify(`Assertion ${bundle(cert, forged)}`, NOW), /certificate public-key: "g" must generate/);
+  });
+
+  test('an old-style bundle (base64url JSON, no "~") verifies like the new style', async () => {
+    const cert = await certificate({ publicKey: ds256.publicKey });
+    const old = Buffer.from(JSON.stringify({ certificates: [cert], assertion: await assertionBy(ds256) })).toString('base64url');
+    assert.equal((await verifier.verify(`BrowserID ${old}`, NOW)).email, 'dsa@example.com');
+  });
+
+  test('unusable support-document issuer keys stop the service at start', async () => {
+    const make = (key: Record<string, unknown>) =>
+      createAssertionVerifier({ trustedIssuers: new Map([['x', { keys: [key as DsaKeyPair['publicKey']], domains: ['*'] }]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
+    const p = BigInt(`0x${dsIssuer.publicKey.p}`);
+    for (const key of [
+      { ...dsIssuer.publicKey, y: (p - 1n).toString(16) },
+      { ...dsIssuer.publicKey, g: '1' },
+      { ...dsIssuer.publicKey, q: ds256.publicKey.q },
+      { ...dsIssuer.publicKey, p: 'not hex' },
+      { algorithm: 'XS', n: '3', e: '3' },
+      { ...legacyRsaPublicKey(rsIssuer.publicJwk), e: '1' },
+      { algorithm: 'RS', n: '1'.repeat(300), e: '65537' },
+    ]) {
+      await assert.rejects(make(key), (e) => e instanceof ConfigError && e.variable === 'TRUSTED_ISSUERS' && /unusable key/.test(e.message), JSON.stringify(key).slice(0, 60));
+    }
   });
 });

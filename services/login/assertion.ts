@@ -8,12 +8,15 @@
 import { isUtf8 } from 'node:buffer';
 import { createHash, createPublicKey, verify as verifySignature, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
-import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers } from '../../lib/config.js';
+import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers, type TrustedKeyLike } from '../../lib/config.js';
+import { DSA_SIZES, DsaPublicKey, dsaKeyObject, dsaSignature, parseDsaPublicKey } from '../../lib/dsa.js';
 import { issuerMayCertify, normalizeEmail } from '../../lib/email.js';
 
 export const SCHEMES = ['Assertion', 'BrowserID'] as const;
-export const ALGORITHMS = ['RS256', 'ES256', 'EdDSA', 'Ed25519'] as const;
+export const ALGORITHMS = ['RS256', 'ES256', 'EdDSA', 'Ed25519', 'DS128', 'DS256'] as const;
 export type Algorithm = (typeof ALGORITHMS)[number];
+/** A public key ready to import: a JWK, or a checked BrowserID DSA key (no JWK exists for DSA). */
+export type PublicKey = JsonWebKeyLike | DsaPublicKey;
 
 /** Larger credentials are refused before any decoding. */
 export const MAX_CREDENTIALS_LENGTH = 16_384;
@@ -54,12 +57,39 @@ export function parseAuthorization(header: string | undefined): { scheme: string
   if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${SCHEMES.join(' or ')}`);
   if (credentials === '') throw new Unauthorized('missing assertion');
   if (credentials.length > MAX_CREDENTIALS_LENGTH) throw new InvalidCredentials('assertion too large');
+  return { scheme, ...splitBundle(credentials) };
+}
+
+/**
+ * A bundle's certificate and assertion: `<certificate>~<assertion>`, or the
+ * old style (PyBrowserID `new_style=False`) that has no "~": base64url of
+ * `{"certificates": [<certificate>], "assertion": <assertion>}`. One
+ * certificate only, as in the new style. Each step is one linear pass.
+ */
+export function splitBundle(credentials: string): { certificate: string; assertion: string } {
   // indexOf rather than split: 16 KB of "~" would make 16 K strings.
   const tilde = credentials.indexOf('~');
-  if (tilde <= 0 || tilde === credentials.length - 1 || credentials.includes('~', tilde + 1)) {
-    throw new InvalidCredentials('expected <certificate>~<assertion>');
+  if (tilde === -1) {
+    const old = oldStyleBundle(credentials);
+    if (old) return old;
+  } else if (tilde > 0 && tilde < credentials.length - 1 && !credentials.includes('~', tilde + 1)) {
+    return { certificate: credentials.slice(0, tilde), assertion: credentials.slice(tilde + 1) };
   }
-  return { scheme, certificate: credentials.slice(0, tilde), assertion: credentials.slice(tilde + 1) };
+  throw new InvalidCredentials('expected <certificate>~<assertion>');
+}
+
+function oldStyleBundle(credentials: string): { certificate: string; assertion: string } | null {
+  let o: Record<string, unknown>;
+  try {
+    o = jsonObject(credentials, 'bundle');
+  } catch {
+    return null;
+  }
+  const { certificates, assertion } = o;
+  if (!Array.isArray(certificates) || certificates.length !== 1) return null;
+  const [certificate] = certificates as unknown[];
+  const usable = (v: unknown): v is string => typeof v === 'string' && v !== '' && !v.includes('~');
+  return usable(certificate) && usable(assertion) ? { certificate, assertion } : null;
 }
 
 /** Strict base64url without padding; null when it is not. */
@@ -134,7 +164,8 @@ export function decodeJws(compact: string, what: string): DecodedJws {
 }
 
 /** The algorithms a public key can verify; empty when we support none. */
-export function algorithmsForKey(jwk: JsonWebKeyLike): Algorithm[] {
+export function algorithmsForKey(jwk: PublicKey): Algorithm[] {
+  if (jwk instanceof DsaPublicKey) return [jwk.alg];
   if (jwk.kty === 'RSA') return ['RS256'];
   if (jwk.kty === 'EC' && jwk.crv === 'P-256') return ['ES256'];
   if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') return ['EdDSA', 'Ed25519'];
@@ -156,21 +187,34 @@ function decimalToBase64Url(decimal: string): string {
 }
 
 /**
- * The user's public key from a certificate as a public-only JWK: a JWK
- * (private members dropped) or BrowserID's legacy decimal RS form.
+ * A key in BrowserID's forms (certificates and support documents): RS with
+ * decimal `n` and `e` (as a public JWK), or DS with hex `p`, `q`, `g`, `y`.
  */
-export function userPublicKey(value: unknown): JsonWebKeyLike {
+export function browserIdPublicKey(o: Record<string, unknown>, what = 'certificate public-key'): PublicKey {
+  if (o.algorithm === 'DS') {
+    try {
+      return parseDsaPublicKey(o);
+    } catch (e) {
+      throw new InvalidCredentials(`${what}: ${(e as Error).message}`);
+    }
+  }
+  if (o.algorithm !== 'RS') throw new InvalidCredentials(`${what} algorithm must be RS or DS`);
+  const { n, e } = o;
+  if (typeof n !== 'string' || !new RegExp(`^[1-9][0-9]{0,${MAX_RSA_MODULUS_DECIMAL - 1}}$`).test(n)) {
+    throw new InvalidCredentials(`${what} "n" must be a decimal string`);
+  }
+  if (typeof e !== 'string' || !/^[1-9][0-9]{0,9}$/.test(e)) throw new InvalidCredentials(`${what} "e" must be a decimal string`);
+  return { kty: 'RSA', n: decimalToBase64Url(n), e: decimalToBase64Url(e) };
+}
+
+/**
+ * The user's public key from a certificate: a public-only JWK (private
+ * members dropped), or one of BrowserID's forms (browserIdPublicKey).
+ */
+export function userPublicKey(value: unknown): PublicKey {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidCredentials('certificate public-key must be an object');
   const o = value as Record<string, unknown>;
-  if (o.kty === undefined && o.algorithm !== undefined) {
-    if (o.algorithm !== 'RS') throw new InvalidCredentials('certificate public-key algorithm must be RS');
-    const { n, e } = o;
-    if (typeof n !== 'string' || !new RegExp(`^[1-9][0-9]{0,${MAX_RSA_MODULUS_DECIMAL - 1}}$`).test(n)) {
-      throw new InvalidCredentials('certificate public-key "n" must be a decimal string');
-    }
-    if (typeof e !== 'string' || !/^[1-9][0-9]{0,9}$/.test(e)) throw new InvalidCredentials('certificate public-key "e" must be a decimal string');
-    return { kty: 'RSA', n: decimalToBase64Url(n), e: decimalToBase64Url(e) };
-  }
+  if (o.kty === undefined && o.algorithm !== undefined) return browserIdPublicKey(o);
   switch (o.kty) {
     case 'RSA':
       return { kty: 'RSA', n: b64Member(o, 'n', MAX_RSA_MODULUS_B64), e: b64Member(o, 'e', 8) };
@@ -203,7 +247,7 @@ export interface CertificateClaims {
   email: string;
   iatMs?: number;
   expMs: number;
-  publicKey: JsonWebKeyLike;
+  publicKey: PublicKey;
   /** The generation claim as sent (undefined when absent); checked by parseGeneration. */
   generation: unknown;
 }
@@ -328,7 +372,7 @@ export interface AssertionVerifier {
 }
 
 /** The node:crypto key type each algorithm needs. */
-const KEY_TYPE: Record<Algorithm, string> = { RS256: 'rsa', ES256: 'ec', EdDSA: 'ed25519', Ed25519: 'ed25519' };
+const KEY_TYPE: Record<Algorithm, string> = { RS256: 'rsa', ES256: 'ec', EdDSA: 'ed25519', Ed25519: 'ed25519', DS128: 'dsa', DS256: 'dsa' };
 
 /**
  * RSA public exponents must be odd and at least 3 (NIST SP 800-56B §6.4.1.4.3;
@@ -340,11 +384,16 @@ export function isAcceptableRsaExponent(e: bigint): boolean {
 }
 
 /**
- * A public JWK as a KeyObject that can verify `alg`; throws when it cannot
+ * A public key as a KeyObject that can verify `alg`; throws when it cannot
  * (bad members, a point off the curve, an RSA modulus under 2048 bits or an
- * unacceptable exponent, or `key_ops` that forbid verifying, as WebCrypto would).
+ * unacceptable exponent, a DSA key of another size, or `key_ops` that forbid
+ * verifying, as WebCrypto would).
  */
-export function importVerifyKey(jwk: JsonWebKeyLike, alg: Algorithm): KeyObject {
+export function importVerifyKey(jwk: PublicKey, alg: Algorithm): KeyObject {
+  if (jwk instanceof DsaPublicKey) {
+    if (jwk.alg !== alg) throw new TypeError(`not a key for ${alg}`);
+    return dsaKeyObject(jwk);
+  }
   const ops = jwk.key_ops;
   if (ops !== undefined && (!Array.isArray(ops) || !ops.includes('verify') || ops.some((o) => o !== 'verify'))) {
     throw new TypeError('key_ops does not allow "verify"');
@@ -361,12 +410,14 @@ export function importVerifyKey(jwk: JsonWebKeyLike, alg: Algorithm): KeyObject 
   return key;
 }
 
-/** JWS ES256 signatures are r || s (RFC 7518 §3.4), not DER. */
+/** JWS ES256 signatures are r || s (RFC 7518 §3.4), not DER; so are BrowserID's DSA ones. */
 const VERIFY_OPTIONS: Record<Algorithm, { digest: string | null; dsaEncoding?: 'ieee-p1363' }> = {
   RS256: { digest: 'sha256' },
   ES256: { digest: 'sha256', dsaEncoding: 'ieee-p1363' },
   EdDSA: { digest: null },
   Ed25519: { digest: null },
+  DS128: { digest: DSA_SIZES.DS128.digest, dsaEncoding: 'ieee-p1363' },
+  DS256: { digest: DSA_SIZES.DS256.digest, dsaEncoding: 'ieee-p1363' },
 };
 
 /**
@@ -381,7 +432,13 @@ export function padRsaSignature(signature: Buffer, modulusBytes: number): Buffer
 /** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never rejects. */
 export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
   const { digest, dsaEncoding } = VERIFY_OPTIONS[jws.alg];
-  const signature = jws.alg === 'RS256' ? padRsaSignature(jws.signature, Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8)) : jws.signature;
+  const signature =
+    jws.alg === 'RS256'
+      ? padRsaSignature(jws.signature, Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8))
+      : jws.alg === 'DS128' || jws.alg === 'DS256'
+        ? dsaSignature(jws.signature, jws.alg)
+        : jws.signature;
+  if (!signature) return Promise.resolve(false);
   // The callback form runs in libuv's thread pool, as WebCrypto did: the event loop
   // serves other requests meanwhile, which under load beat the synchronous call.
   return new Promise((resolve) => {
@@ -393,17 +450,31 @@ export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
   });
 }
 
+/**
+ * A TRUSTED_ISSUERS key: a JWK (its `alg`, if any, limits what it verifies) or,
+ * pasted as an IdP publishes it in its support document, `{"algorithm": "RS" | "DS", …}`.
+ */
+function importIssuerKey(k: TrustedKeyLike): IssuerKey {
+  let publicKey: PublicKey;
+  if (k.kty === undefined) {
+    publicKey = browserIdPublicKey(k, 'key');
+  } else {
+    const { d: _private, ...publicJwk } = k;
+    publicKey = publicJwk as JsonWebKeyLike;
+  }
+  const algorithms = algorithmsForKey(publicKey).filter((a) => k.alg === undefined || k.alg === a || (k.alg === 'EdDSA' && a === 'Ed25519'));
+  if (algorithms.length === 0) throw new TypeError('unsupported key (use RSA, EC P-256, Ed25519, or BrowserID\'s RS or DS form)');
+  return { key: importVerifyKey(publicKey, algorithms[0]), algorithms };
+}
+
 /** Imports every trusted issuer key once; an unusable key stops the service at start. */
 function importIssuers(trusted: TrustedIssuers): Map<string, Issuer> {
   const out = new Map<string, Issuer>();
-  for (const [issuer, { keys: jwks, domains }] of trusted) {
+  for (const [issuer, { keys: issuerKeys, domains }] of trusted) {
     const keys: IssuerKey[] = [];
-    for (const jwk of jwks) {
-      const algorithms = algorithmsForKey(jwk).filter((a) => jwk.alg === undefined || jwk.alg === a || (jwk.alg === 'EdDSA' && a === 'Ed25519'));
-      if (algorithms.length === 0) throw new ConfigError('TRUSTED_ISSUERS', `issuer ${issuer}: unsupported key (use RSA, EC P-256 or Ed25519)`);
-      const { d: _private, ...publicJwk } = jwk;
+    for (const k of issuerKeys) {
       try {
-        keys.push({ key: importVerifyKey(publicJwk, algorithms[0]), algorithms });
+        keys.push(importIssuerKey(k));
       } catch (e) {
         throw new ConfigError('TRUSTED_ISSUERS', `issuer ${issuer}: unusable key: ${(e as Error).message}`);
       }

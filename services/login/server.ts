@@ -12,8 +12,8 @@ import { watchLoopDelay } from '../../lib/load.js';
 import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
 import { DEV_IDP_WARNING, trustsDevIdp } from '../../lib/idp.js';
+import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
-import { metricsEndpoint } from './actions/metrics.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
 import { versionEndpoint } from './actions/version.js';
 import { createAssertionVerifier, SCHEMES } from './assertion.js';
@@ -24,6 +24,8 @@ import { requestContext, type LoginDeps } from './shared.js';
 export interface RunningLogin {
   port: number;
   url: string;
+  /** Where /metrics is served (LOGIN_METRICS_PORT), if anywhere. */
+  metricsPort?: number;
   close(): Promise<void>;
 }
 
@@ -34,7 +36,6 @@ export function createApp(deps: LoginDeps): Koa {
   router.all('/__heartbeat__', ...heartbeatEndpoint(deps));
   router.all('/__lbheartbeat__', ...lbHeartbeatEndpoint());
   router.all('/__version__', ...versionEndpoint());
-  router.all('/metrics', ...metricsEndpoint(deps));
 
   const app = new Koa();
   app.use(requestContext(deps.log, deps.metrics));
@@ -85,13 +86,24 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     loopDelay.stop();
     throw err;
   }
+  let exposed: RunningMetrics | undefined;
+  try {
+    exposed = config.metrics && (await serveMetrics(metrics, config.metrics, log));
+  } catch (err) {
+    await close(server);
+    backends.close();
+    loopDelay.stop();
+    throw err;
+  }
   const { port } = server.address() as AddressInfo;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   log.info({ port, applications: [...config.applications.keys()] }, 'login listening');
   return {
     port,
     url: `http://${host}:${port}`,
+    metricsPort: exposed?.port,
     close: async () => {
+      await exposed?.close();
       await close(server);
       backends.close();
       loopDelay.stop();

@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BadRequest, InvalidCredentials, InvalidTimestamp, ProtocolError, Unauthorized } from '../../lib/errors.js';
+import { BadRequest, InvalidCredentials, InvalidTimestamp, ProtocolError, ServiceUnavailable, Unauthorized } from '../../lib/errors.js';
 import { hawkHeader, parseHawkHeader, payloadHash, timestampMac } from '../../lib/hawk.js';
 import { makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
-import { authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, tokenCache, verifyToken, type AuthRequest } from './auth.js';
+import { authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, rememberNonce, tokenCache, verifyToken, type AuthRequest } from './auth.js';
 import { NonceCache } from './nonces.js';
 
 const NODE_URL = 'https://node-1.example:8443';
@@ -35,20 +35,24 @@ function signed(
   return { method, target, authorization };
 }
 
-function run(req: AuthRequest, nonces = new NonceCache(1000, 120_000, NOW_MS), nowMs = NOW_MS) {
-  return authenticate(req, node, { skewSeconds: 60, nonces, nowMs });
+function run(req: AuthRequest, nowMs = NOW_MS) {
+  return authenticate(req, node, { skewSeconds: 60, nowMs });
 }
 
-function fails(req: AuthRequest, cls: typeof ProtocolError, pattern: RegExp, nonces?: NonceCache): ProtocolError {
+function failsWith(fn: () => unknown, cls: abstract new (...args: never[]) => ProtocolError, pattern: RegExp): ProtocolError {
   let caught: unknown;
   try {
-    run(req, nonces);
+    fn();
   } catch (e) {
     caught = e;
   }
   assert.ok(caught instanceof cls, `expected ${cls.name}, got ${String(caught)}`);
   assert.match((caught as Error).message, pattern);
   return caught as ProtocolError;
+}
+
+function fails(req: AuthRequest, cls: typeof ProtocolError, pattern: RegExp): ProtocolError {
+  return failsWith(() => run(req), cls, pattern);
 }
 
 test('guardedNode: host and port of the public URL, the node secrets', () => {
@@ -123,38 +127,78 @@ test('a stale timestamp under a bad MAC reveals no clock', () => {
   assert.equal(err.headers['WWW-Authenticate'], undefined);
 });
 
-test('a replayed nonce is refused', () => {
-  const nonces = new NonceCache(1000, 120_000, NOW_MS);
-  const req = signed(token(), { nonce: 'abc123' });
-  run(req, nonces);
-  fails(req, InvalidCredentials, /nonce already used/, nonces);
+test('rememberNonce: new once, a replay 401, a full share or cache 503 + Retry-After', () => {
+  const t = token();
+  const nonces = new NonceCache({ capacity: 3, perToken: 2, skewSeconds: 60 }, NOW_MS);
+  const hawk = (nonce: string, id = t.id) => parseHawkHeader(signed({ id, key: t.key }, { nonce }).authorization);
+  rememberNonce(hawk('abc123'), nonces, NOW_MS);
+  failsWith(() => rememberNonce(hawk('abc123'), nonces, NOW_MS), InvalidCredentials, /nonce already used/);
+  rememberNonce(hawk('second'), nonces, NOW_MS);
+  const full = failsWith(() => rememberNonce(hawk('third'), nonces, NOW_MS), ServiceUnavailable, /share/);
+  assert.equal(full.status, 503);
+  assert.equal(full.headers['Retry-After'], '61');
+  rememberNonce(hawk('n', 'another-token'), nonces, NOW_MS);
+  failsWith(() => rememberNonce(hawk('n', 'yet-another'), nonces, NOW_MS), ServiceUnavailable, /cache is full/);
+});
+
+test('authenticate records no nonce: a refused request cannot use up the cache', () => {
+  const t = token();
+  const req = signed(t, { nonce: 'abc123' });
+  // The same header authenticates as often as asked; replay protection is rememberNonce's.
+  assert.equal(run(req).uid, 42);
+  assert.equal(run(req).uid, 42);
 });
 
 test('the path must be under the token uid', () => {
   const t = token();
-  for (const target of ['/1.5/43/info/collections', '/1.5/420', '/1.5/4', '/1.5', '/', '/1.5//42', '//42/x', '/1.5/%342']) {
+  for (const target of ['/1.5/43/info/collections', '/1.5/420', '/1.5/4', '/1.5', '/', '/1.5//42', '//42/x', '/1.5/%343', '/1.5/4%32%30']) {
     fails(signed(t, { target }), InvalidCredentials, /not under this token/);
   }
+  // Compared after decoding, as the application will read it.
+  for (const target of ['/1.5/%342', '/1.5/%34%32/x']) assert.equal(run(signed(t, { target })).uid, 42);
 });
 
 test('checkTarget refuses targets an upstream could resolve elsewhere', () => {
   for (const target of ['http://evil.example/1.5/42', '*', '1.5/42']) assert.throws(() => checkTarget(target), /absolute path/);
-  for (const target of ['/1.5/42/../43', '/1.5/42/./x', '/1.5/42/%2e%2E/43', '/1.5/42/.%2e', '/..']) {
-    assert.throws(() => checkTarget(target), (e: unknown) => e instanceof BadRequest && /segments/.test(e.message), target);
+  const refusedAs: Array<[string, RegExp]> = [
+    ['/1.5/42/../43', /segments/],
+    ['/1.5/42/./x', /segments/],
+    ['/1.5/42/%2e%2E/43', /segments/],
+    ['/1.5/42/.%2e', /segments/],
+    ['/..', /segments/],
+    ['/1.5/42/%2E', /segments/],
+    ['/1.5/42/..%2F43', /encoded "\/"/],
+    ['/1.5/42/%2e%2e%2f43', /encoded "\/"/],
+    ['/1.5/42%2f..%2f43', /encoded "\/"/],
+    ['/1.5/42\\..\\43', /backslash/],
+    ['/1.5/42/..%5c43', /backslash/],
+    ['/1.5/42/..%5C', /backslash/],
+    ['/1.5/42/..;/43', /";"/],
+    ['/1.5/42;x=1', /";"/],
+    ['/1.5/42/%3b', /";"/],
+    ['/1.5/42/a%00b', /NUL/],
+    ['/1.5/42/%zz', /percent-encoded/],
+    ['/1.5/42/%e2%82', /percent-encoded/],
+    ['/1.5/42/x#/../43', /fragment/],
+  ];
+  for (const [target, message] of refusedAs) {
+    assert.throws(() => checkTarget(target), (e: unknown) => e instanceof BadRequest && message.test(e.message), target);
   }
-  assert.throws(() => checkTarget('/1.5/42\\..\\43'), /backslash/);
-  // Dots inside segments and in the query are fine.
-  for (const target of ['/1.5/42/a.b', '/1.5/42/...', '/1.5/42?x=../..']) checkTarget(target);
+  // Dots inside segments, encoded ordinary characters and anything in the query are fine.
+  for (const target of ['/1.5/42/a.b', '/1.5/42/...', '/1.5/42?x=../..;%2f', '/1.5/42/%41%20b', '/1.5/42/%E2%82%AC']) checkTarget(target);
+  assert.deepEqual(checkTarget('/1.5/%34%32/a%20b?q=%2f'), ['', '1.5', '42', 'a b']);
   // The check comes first: a bad target is 400 whatever the header.
   fails({ method: 'GET', target: '/1.5/42/../43', authorization: undefined }, BadRequest, /segments/);
+  fails({ method: 'GET', target: '/1.5/42/..%2F43', authorization: undefined }, BadRequest, /encoded/);
 });
 
-test('checkPathUid compares the exact second segment', () => {
-  checkPathUid('/1.5/7', 7);
-  checkPathUid('/1.5/7/', 7);
-  checkPathUid('/x/7?q', 7);
-  assert.throws(() => checkPathUid('/1.5/07', 7), InvalidCredentials);
-  assert.throws(() => checkPathUid('//7', 7), InvalidCredentials);
+test('checkPathUid compares the exact second decoded segment', () => {
+  checkPathUid(['', '1.5', '7'], 7);
+  checkPathUid(['', '1.5', '7', ''], 7);
+  checkPathUid(['', 'x', '7'], 7);
+  assert.throws(() => checkPathUid(['', '1.5', '07'], 7), InvalidCredentials);
+  assert.throws(() => checkPathUid(['', '', '7'], 7), InvalidCredentials);
+  assert.throws(() => checkPathUid(['', '1.5'], 7), InvalidCredentials);
 });
 
 test('header problems surface as the parser reports them', () => {
@@ -184,6 +228,5 @@ test('verified tokens are cached by id, expiry still checked on every use', () =
   assert.throws(() => verifyToken(token({ node: 'https://other.example' }).id, node, NOW_MS, tokens), InvalidCredentials);
   assert.equal(tokens.size, 1);
   // And through authenticate: the same caller, request after request.
-  const nonces = new NonceCache(1000, 120_000, NOW_MS);
-  for (let i = 0; i < 3; i++) assert.equal(authenticate(signed(t), node, { skewSeconds: 60, nonces, tokens, nowMs: NOW_MS }).uid, 42);
+  for (let i = 0; i < 3; i++) assert.equal(authenticate(signed(t), node, { skewSeconds: 60, tokens, nowMs: NOW_MS }).uid, 42);
 });

@@ -1,7 +1,7 @@
 // The gateway's rules (DESIGN §6), as plain functions: who is calling, and may
 // they reach this path. Order matters: each step trusts only what the steps
 // before it have checked.
-import { BadRequest, InvalidCredentials, InvalidTimestamp } from '../../lib/errors.js';
+import { BadRequest, InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
 import { hawkMac, normalizedString, parseHawkHeader, payloadHash, safeEqual, staleTimestampChallenge, type HawkAttributes } from '../../lib/hawk.js';
 import { derivedSecret, nodeSecrets, parseToken, type TokenPayload } from '../../lib/token.js';
 import { GenerationalMap } from './generations.js';
@@ -65,7 +65,6 @@ export function tokenCache(capacity = TOKEN_CACHE_SIZE): TokenCache {
 
 export interface AuthOptions {
   skewSeconds: number;
-  nonces: NonceCache;
   tokens?: TokenCache;
   nowMs?: number;
 }
@@ -86,31 +85,56 @@ function urlError(description: string): BadRequest {
   return new BadRequest(description, { location: 'url', field: 'path' });
 }
 
+/** What a decoded segment must not contain, and how to say so. */
+const FORBIDDEN_IN_SEGMENT: ReadonlyArray<[string, string]> = [
+  ['/', 'an encoded "/"'],
+  ['\\', 'a backslash'],
+  [';', 'a ";"'],
+  ['\0', 'NUL'],
+];
+
 /**
  * The request target must be a plain path: the uid check below compares path
- * segments, so anything an upstream might resolve differently (dot segments,
- * backslashes, an absolute URL) is refused before it matters.
+ * segments, so anything an upstream might resolve or split differently is
+ * refused before it matters. Each segment is percent-decoded once (as the
+ * application will) and must not then be "." or "..", or hold "/", a
+ * backslash, ";" (Tomcat's "..;") or NUL. Returns the decoded segments.
  */
-export function checkTarget(target: string): void {
+export function checkTarget(target: string): string[] {
   if (!target.startsWith('/')) throw urlError('request target must be an absolute path');
   const query = target.indexOf('?');
   const path = query === -1 ? target : target.slice(0, query);
-  if (path.includes('\\')) throw urlError('path must not contain a backslash');
-  if (/\/(\.|%2e){1,2}(\/|$)/i.test(path)) throw urlError('path must not contain "." or ".." segments');
+  if (path.includes('#')) throw urlError('request target must not carry a fragment');
+  return path.split('/').map((segment) => {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      throw urlError('path must be valid percent-encoded UTF-8');
+    }
+    if (decoded === '.' || decoded === '..') throw urlError('path must not contain "." or ".." segments, encoded or not');
+    for (const [char, name] of FORBIDDEN_IN_SEGMENT) {
+      if (decoded.includes(char)) throw urlError(`a path segment must not contain ${name}`);
+    }
+    return decoded;
+  });
 }
 
-/** `/<app_version>/<uid>[/…][?…]` must name the token's uid. */
-export function checkPathUid(target: string, uid: number): void {
-  const segments = target.split('?', 1)[0].split('/');
+/** `/<app_version>/<uid>[/…]`, as decoded segments, must name the token's uid. */
+export function checkPathUid(segments: readonly string[], uid: number): void {
   if (segments[1] === '' || segments[2] !== String(uid)) {
     throw new InvalidCredentials("the path is not under this token's /<app_version>/<uid>");
   }
 }
 
-/** Token → key → MAC → timestamp → nonce → path. Throws the protocol error of the first failure. */
+/**
+ * Target → token → key → MAC → timestamp → path. Throws the protocol error of
+ * the first failure. The nonce is not recorded here: rememberNonce comes after
+ * every other check, so a refused request cannot fill the replay cache.
+ */
 export function authenticate(req: AuthRequest, node: GuardedNode, opts: AuthOptions): Caller {
   const now = opts.nowMs ?? Date.now();
-  checkTarget(req.target);
+  const segments = checkTarget(req.target);
   const hawk = parseHawkHeader(req.authorization);
   const { payload, key } = verifyToken(hawk.id, node, now, opts.tokens);
   const normalized = normalizedString('header', {
@@ -132,9 +156,21 @@ export function authenticate(req: AuthRequest, node: GuardedNode, opts: AuthOpti
       headers: { 'WWW-Authenticate': staleTimestampChallenge(key, Math.floor(now / 1000)) },
     });
   }
-  if (!opts.nonces.add(hawk.id, hawk.nonce, hawk.ts, now)) throw new InvalidCredentials('Hawk nonce already used');
-  checkPathUid(req.target, payload.uid);
+  checkPathUid(segments, payload.uid);
   return { uid: payload.uid, node: payload.node, key, hawk };
+}
+
+/**
+ * The last check before forwarding: the nonce is new, and is now remembered
+ * for its whole window. A full share or cache is 503 + Retry-After: refusing
+ * is safe, forgetting a nonce early would let a captured request replay.
+ */
+export function rememberNonce(hawk: HawkAttributes, nonces: NonceCache, nowMs = Date.now()): void {
+  const outcome = nonces.add(hawk.id, hawk.nonce, hawk.ts, nowMs);
+  if (outcome === 'new') return;
+  if (outcome === 'replayed') throw new InvalidCredentials('Hawk nonce already used');
+  const why = outcome === 'token-full' ? 'this token has used its share of the replay cache' : 'the replay cache is full';
+  throw new ServiceUnavailable(why, nonces.retryAfter(hawk.id, outcome, nowMs));
 }
 
 /** The body's hash against the signed one (only called when the header has `hash`). */

@@ -4,7 +4,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { BadGateway, GatewayTimeout } from '../../lib/errors.js';
+import { BadGateway, BadRequest, GatewayTimeout } from '../../lib/errors.js';
 
 /** Connection-scoped headers (RFC 9110 §7.6.1), never passed through a proxy. */
 const HOP_BY_HOP = new Set([
@@ -22,17 +22,97 @@ const HOP_BY_HOP = new Set([
 /** Headers only the gateway may set towards the application; a client's copy is dropped. */
 const GATEWAY_OWNED = /^(authorization|forwarded|x-forwarded-.*|x-authenticated-.*|expect)$/;
 const REQUEST_ID = 'x-request-id';
+/**
+ * Client-supplied identity, address and routing headers that proxies and
+ * frameworks trust elsewhere (an application honouring X-Original-URL would
+ * route to a path the gateway did not check).
+ */
+const CLIENT_CLAIMS =
+  /^(x-real-ip|true-client-ip|x-client-ip|client-ip|x-cluster-client-ip|cf-connecting-ip(v6)?|fastly-client-ip|akamai-client-ip|x-originating-ip|x-original-forwarded-for|x-proxyuser-ip|x-remote-(ip|addr|user)|remote-(addr|user)|x-original-(url|uri|host|method)|x-rewrite-url|x-http-method(-override)?|x-method-override)$/;
+/** Headers a request may carry once: a second copy would let the gateway and the application read different values. */
+const SINGLETONS = new Set(['host', 'content-type', 'content-length', 'authorization']);
+/** The client's framing is never passed on: the gateway frames every forwarded body itself. */
+const FRAMING = new Set(['content-length', 'transfer-encoding']);
+/** Headers a client's `Connection` may not remove (the gateway's own are added after filtering). */
+const NOT_REMOVABLE = new Set(['content-length', 'transfer-encoding', 'host']);
 
-/** Hop-by-hop headers plus the ones a `Connection` header names. */
+/**
+ * Whether a client's header goes no further: a name with "_" (CGI/WSGI turn
+ * "X_Authenticated_Uid" into the same variable as "X-Authenticated-Uid"), or a
+ * claim about who or where the client is.
+ */
+export function isClientClaim(lowerName: string): boolean {
+  return lowerName.includes('_') || CLIENT_CLAIMS.test(lowerName);
+}
+
+/** Refuses a request that repeats a header it may carry once (400). */
+export function refuseRepeatedSingletons(rawHeaders: readonly string[]): void {
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i].toLowerCase();
+    if (!SINGLETONS.has(name)) continue;
+    if (seen.has(name)) throw new BadRequest(`the ${rawHeaders[i]} header must appear once`, { location: 'header', field: rawHeaders[i] });
+    seen.add(name);
+  }
+}
+
+/** Hop-by-hop headers plus the ones a `Connection` header names (never NOT_REMOVABLE ones). */
 function connectionScoped(rawHeaders: readonly string[]): ReadonlySet<string> {
   let names: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i].toLowerCase() === 'connection') {
       names ??= new Set(HOP_BY_HOP);
-      for (const token of rawHeaders[i + 1].split(',')) names.add(token.trim().toLowerCase());
+      for (const token of rawHeaders[i + 1].split(',')) {
+        const name = token.trim().toLowerCase();
+        if (!NOT_REMOVABLE.has(name)) names.add(name);
+      }
     }
   }
   return names ?? HOP_BY_HOP;
+}
+
+/**
+ * How a request's body is delimited: none, a known length, or chunked (length
+ * unknown). The client's framing as node's parser read it, or the buffered
+ * body's length; what goes to the application is always exactly one of these.
+ */
+export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' };
+
+function framingError(description: string): BadRequest {
+  return new BadRequest(description, { location: 'header', field: 'Transfer-Encoding' });
+}
+
+/**
+ * The client's framing. node's parser already refuses Content-Length with
+ * Transfer-Encoding and repeated framing headers; this refuses what it lets
+ * through but we would have to guess at: a coding besides "chunked", or
+ * Transfer-Encoding in HTTP/1.0 (RFC 9112 §6.1).
+ */
+export function clientFraming(rawHeaders: readonly string[], httpVersion: string): Framing {
+  const te: string[] = [];
+  const cl: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i].toLowerCase();
+    if (name === 'transfer-encoding') te.push(rawHeaders[i + 1]);
+    else if (name === 'content-length') cl.push(rawHeaders[i + 1]);
+  }
+  if (te.length > 0) {
+    if (te.length > 1 || cl.length > 0) throw framingError('a request must carry one Transfer-Encoding or one Content-Length, not both');
+    if (te[0].trim().toLowerCase() !== 'chunked') throw framingError('Transfer-Encoding must be "chunked" alone');
+    if (httpVersion !== '1.1') throw framingError('Transfer-Encoding needs HTTP/1.1');
+    return { kind: 'chunked' };
+  }
+  if (cl.length === 0) return { kind: 'none' };
+  if (cl.length > 1 || !/^\d{1,15}$/.test(cl[0].trim())) throw framingError('a request must carry one valid Content-Length');
+  const length = Number(cl[0].trim());
+  return length === 0 ? { kind: 'none' } : { kind: 'length', length };
+}
+
+/** The framing header for the application: exactly one for a body, or `Content-Length: 0` where the method expects one. */
+function framingHeader(framing: Framing, explicitEmpty: boolean): string[] {
+  if (framing.kind === 'chunked') return ['Transfer-Encoding', 'chunked'];
+  if (framing.kind === 'length') return ['Content-Length', String(framing.length)];
+  return explicitEmpty ? ['Content-Length', '0'] : [];
 }
 
 export interface ForwardIdentity {
@@ -42,28 +122,29 @@ export interface ForwardIdentity {
   clientAddress: string;
   /** The public node URL (NODE_URL), for X-Forwarded-Proto/-Host. */
   publicUrl: URL;
-  /** Set when the body was buffered: its exact length replaces the client's framing. */
-  bodyLength?: number;
+  /** The body as it will be sent: the client's framing, or the buffered body's length. */
+  framing: Framing;
+  /** Whether a request without a body says so with `Content-Length: 0` (methods that normally have one). */
+  explicitEmpty?: boolean;
   /** The gateway's request id (X-Request-Id): replaces the client's, so the application logs the same id. */
   requestId?: string;
 }
 
 /**
  * Request headers for the application, as a raw [name, value, …] list so
- * repeated headers survive. X-Forwarded-* are overwritten, never appended: the
- * gateway is the first proxy the application trusts.
+ * repeated headers survive. Framing and X-Forwarded-* are the gateway's,
+ * never the client's: the gateway is the first proxy the application trusts.
  */
 export function upstreamRequestHeaders(rawHeaders: readonly string[], who: ForwardIdentity): string[] {
   const drop = connectionScoped(rawHeaders);
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i].toLowerCase();
-    if (drop.has(name) || GATEWAY_OWNED.test(name)) continue;
-    if (who.bodyLength !== undefined && name === 'content-length') continue;
+    if (drop.has(name) || FRAMING.has(name) || GATEWAY_OWNED.test(name) || isClientClaim(name)) continue;
     if (who.requestId !== undefined && name === REQUEST_ID) continue;
     out.push(rawHeaders[i], rawHeaders[i + 1]);
   }
-  if (who.bodyLength !== undefined) out.push('Content-Length', String(who.bodyLength));
+  out.push(...framingHeader(who.framing, who.explicitEmpty ?? false));
   if (who.requestId !== undefined) out.push('X-Request-Id', who.requestId);
   out.push(
     'X-Forwarded-For', who.clientAddress,
@@ -89,11 +170,6 @@ export function clientResponseHeaders(rawHeaders: readonly string[], own: readon
   }
   out.push(...own);
   return out;
-}
-
-/** Whether the request announces a body (HTTP/1.1 message framing). */
-export function hasBody(req: http.IncomingMessage): boolean {
-  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0');
 }
 
 export interface Upstream {
@@ -184,10 +260,10 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 export function forward(
   client: { req: http.IncomingMessage; res: http.ServerResponse },
   up: Upstream,
-  r: UpstreamRequest & { body?: Buffer; responseHeaders?: readonly string[] },
+  r: UpstreamRequest & { body?: Buffer; framing: Framing; responseHeaders?: readonly string[] },
 ): Promise<void> {
   const { req, res } = client;
-  const streamed = r.body === undefined && hasBody(req);
+  const streamed = r.body === undefined && r.framing.kind !== 'none';
   return new Promise((resolve, reject) => {
     let upstreamReq: http.ClientRequest;
     // A client that goes away takes its upstream request with it.

@@ -24,6 +24,8 @@ test('gateway entry point: invalid configuration names the variable and exits 1'
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ NODE_URL: '' }, /^configuration error: NODE_URL: is required/],
     [{ HAWK_SKEW: 'soon' }, /^configuration error: HAWK_SKEW: must be a whole number/],
+    // A share larger than the whole replay cache would let one token fill it.
+    [{ NONCE_CACHE_SIZE: '500', NONCE_PER_TOKEN: '501' }, /^configuration error: NONCE_PER_TOKEN: must be between 1 and 500/],
   ];
   for (const [override, message] of cases) {
     const run = await runEntryPoint(entry, { ...env, ...override }, /listening/);

@@ -1,48 +1,87 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NonceCache, nonceKey } from './nonces.js';
+import { NonceCache, nonceKey, tokenKey } from './nonces.js';
 
-test('a nonce is accepted once per (id, ts)', () => {
-  const cache = new NonceCache(100, 1000, 0);
-  assert.equal(cache.add('id', 'n1', '10', 0), true);
-  assert.equal(cache.add('id', 'n1', '10', 1), false);
-  assert.equal(cache.add('id', 'n1', '11', 1), true, 'another ts');
-  assert.equal(cache.add('other', 'n1', '10', 1), true, 'another id');
-  assert.equal(cache.add('id', 'n2', '10', 1), true, 'another nonce');
+const T0 = 1_700_000_000; // seconds
+const ms = (seconds: number): number => seconds * 1000;
+const limits = { capacity: 100, perToken: 10, skewSeconds: 60 };
+
+test('a nonce is accepted once per (token, ts)', () => {
+  const cache = new NonceCache(limits, ms(T0));
+  const ts = String(T0);
+  assert.equal(cache.add('id', 'n1', ts, ms(T0)), 'new');
+  assert.equal(cache.add('id', 'n1', ts, ms(T0) + 1), 'replayed');
+  assert.equal(cache.add('id', 'n1', String(T0 + 1), ms(T0)), 'new', 'another ts');
+  assert.equal(cache.add('other', 'n1', ts, ms(T0)), 'new', 'another token');
+  assert.equal(cache.add('id', 'n2', ts, ms(T0)), 'new', 'another nonce');
   assert.equal(cache.size, 4);
 });
 
-test('nonce keys: short, distinct per token tail, nonce and ts; long nonces hashed', () => {
+test('keys: tokens told apart by their tail; nonce and ts apart; long nonces hashed', () => {
   const id = 'x'.repeat(300) + 'SIGNATURE-tail-of-the-token-id-0==';
-  assert.equal(nonceKey(id, 'abc', '17'), `17\nabc\n${id.slice(-32)}`);
-  assert.notEqual(nonceKey(id, 'abc', '17'), nonceKey(id.replace('tail', 'tall'), 'abc', '17'));
-  assert.notEqual(nonceKey(id, 'abc', '17'), nonceKey(id, 'abd', '17'));
-  assert.notEqual(nonceKey(id, 'abc', '17'), nonceKey(id, 'abc', '18'));
+  assert.equal(tokenKey(id), id.slice(-32));
+  assert.notEqual(tokenKey(id), tokenKey(id.replace('tail', 'tall')));
+  assert.equal(nonceKey('abc', '17'), '17\nabc');
+  assert.notEqual(nonceKey('abc', '17'), nonceKey('abd', '17'));
+  assert.notEqual(nonceKey('abc', '17'), nonceKey('abc', '18'));
   const long = 'n'.repeat(4000);
-  assert.ok(nonceKey(id, long, '17').length < 100);
-  assert.notEqual(nonceKey(id, long, '17'), nonceKey(id, long + 'm', '17'));
+  assert.ok(nonceKey(long, '17').length < 100);
+  assert.notEqual(nonceKey(long, '17'), nonceKey(long + 'm', '17'));
   // A hashed long nonce cannot collide with a plain short one (which holds no newline).
-  assert.equal(nonceKey(id, long, '17').split('\n').length, 4);
-  assert.equal(nonceKey(id, 'n'.repeat(64), '17').split('\n').length, 3);
+  assert.equal(nonceKey(long, '17').split('\n').length, 3);
+  assert.equal(nonceKey('n'.repeat(64), '17').split('\n').length, 2);
 });
 
-test('a nonce is remembered for at least the window, then forgotten', () => {
-  const cache = new NonceCache(100, 1000, 0);
-  cache.add('id', 'early', '1', 0);
-  cache.add('id', 'late', '1', 999);
-  assert.equal(cache.add('id', 'other', '1', 1000), true, 'a new generation starts');
-  assert.equal(cache.add('id', 'early', '1', 1500), false, 'in the older generation, still known');
-  assert.equal(cache.add('id', 'late', '1', 1999), false, 'late entry kept a full window');
-  assert.equal(cache.add('id', 'another', '1', 2000), true, 'the next generation starts');
-  assert.equal(cache.add('id', 'late', '1', 2001), true, 'two generations later it is gone');
-  assert.equal(cache.earlyRotations, 0);
+test('a nonce is remembered until its timestamp leaves the skew window, then forgotten', () => {
+  const cache = new NonceCache(limits, ms(T0));
+  // Signed 60 s in the future: replayable until T0 + 120 s.
+  const ts = String(T0 + 60);
+  assert.equal(cache.add('id', 'late', ts, ms(T0)), 'new');
+  assert.equal(cache.add('id', 'late', ts, ms(T0 + 120) + 999), 'replayed', 'kept through its last second');
+  assert.equal(cache.add('id', 'other', String(T0 + 100), ms(T0 + 121)), 'new', 'sweeps');
+  assert.equal(cache.size, 1, 'the first one is gone');
+  assert.equal(cache.add('id', 'late', ts, ms(T0 + 121)), 'new', 'gone: the timestamp check refuses it by now');
 });
 
-test('memory stays flat under a flood of unique nonces', () => {
-  const cache = new NonceCache(1000, 60_000, 0);
-  for (let i = 0; i < 10_000; i++) assert.equal(cache.add('id', `n${i}`, '1', 1), true);
-  assert.ok(cache.size <= 1000, `size ${cache.size}`);
-  assert.ok(cache.earlyRotations >= 18);
-  // The most recent nonces are still refused.
-  assert.equal(cache.add('id', 'n9999', '1', 2), false);
+test('a nonce whose window already ended is not stored', () => {
+  const cache = new NonceCache(limits, ms(T0));
+  assert.equal(cache.add('id', 'n', String(T0 - 61), ms(T0)), 'new');
+  assert.equal(cache.size, 0);
+});
+
+test('a flood fills only the flooder\'s share, and forgets nothing early', () => {
+  const cache = new NonceCache(limits, ms(T0));
+  const ts = String(T0);
+  assert.equal(cache.add('victim', 'captured', ts, ms(T0)), 'new');
+  for (let i = 0; i < 10; i++) assert.equal(cache.add('flooder', `f${i}`, ts, ms(T0)), 'new');
+  for (let i = 10; i < 1000; i++) assert.equal(cache.add('flooder', `f${i}`, ts, ms(T0)), 'token-full');
+  assert.equal(cache.size, 11);
+  assert.equal(cache.add('victim', 'captured', ts, ms(T0 + 30)), 'replayed', 'the victim\'s nonce survived the flood');
+  assert.equal(cache.add('flooder', 'f0', ts, ms(T0 + 30)), 'replayed', 'and so did the flooder\'s own');
+  // Room again once the flooder's nonces leave their window (ts + skew).
+  assert.equal(cache.retryAfter('flooder', 'token-full', ms(T0)), 61);
+  assert.equal(cache.add('flooder', 'f1000', String(T0 + 61), ms(T0 + 61)), 'new');
+});
+
+test('at the global bound every new nonce is refused, never an old one forgotten', () => {
+  const cache = new NonceCache({ capacity: 20, perToken: 10, skewSeconds: 60 }, ms(T0));
+  for (let t = 0; t < 2; t++) for (let i = 0; i < 10; i++) assert.equal(cache.add(`token${t}`, `n${i}`, String(T0 + t), ms(T0)), 'new');
+  assert.equal(cache.add('token2', 'n0', String(T0), ms(T0)), 'cache-full');
+  assert.equal(cache.add('token0', 'n0', String(T0), ms(T0)), 'replayed', 'a replay is still a replay');
+  assert.equal(cache.size, 20);
+  // token0's nonces (ts T0) go first, after T0 + 60.
+  assert.equal(cache.retryAfter('token2', 'cache-full', ms(T0 + 10)), 51);
+  assert.equal(cache.add('token2', 'n0', String(T0 + 61), ms(T0 + 61)), 'new');
+  assert.equal(cache.size, 11);
+});
+
+test('retryAfter is at least a second, and a pause longer than the window empties the cache', () => {
+  const cache = new NonceCache({ capacity: 5, perToken: 1, skewSeconds: 2 }, ms(T0));
+  assert.equal(cache.add('a', 'n', String(T0 - 2), ms(T0)), 'new');
+  assert.equal(cache.retryAfter('a', 'token-full', ms(T0)), 1);
+  assert.equal(cache.retryAfter('nobody', 'token-full', ms(T0)), 8, 'an unknown token: one whole ring');
+  assert.equal(cache.retryAfter('nobody', 'cache-full', ms(T0 + 1)), 8, 'nothing live');
+  for (const token of ['b', 'c', 'd']) assert.equal(cache.add(token, 'n', String(T0), ms(T0)), 'new');
+  assert.equal(cache.add('x', 'n', String(T0 + 1000), ms(T0 + 1000)), 'new');
+  assert.equal(cache.size, 1);
 });

@@ -17,7 +17,8 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
 
 /** `extra`: headers the gateway sends on every answer (X-Request-Id). */
 export function sendError(res: http.ServerResponse, err: unknown, log: Logger, extra: Record<string, string> = {}): void {
-  if (res.writableEnded || !res.socket || res.socket.destroyed) {
+  // A pipelined request's response has no socket until the ones before it are done, so ask the request's.
+  if (res.writableEnded || res.destroyed || res.req.socket.destroyed) {
     log.debug({ reason: (err as Error)?.message }, 'client went away');
     return;
   }

@@ -380,6 +380,25 @@ test('uid mismatch, bad MAC, replayed nonce', async () => {
   assertError(await refused(() => send(gw, { path, headers: { Authorization: auth } })), 401, 'invalid-credentials', /nonce/);
 });
 
+test('a nonce flood cannot evict another token\'s nonces: the flooder gets 503, the capture still replays as 401', async () => {
+  const g = await gateway({ NONCE_CACHE_SIZE: '100', NONCE_PER_TOKEN: '10' });
+  const victim = token({ uid: 42, salt: 'aaaaaa' });
+  const path = '/1.5/42/storage/captured';
+  const captured = hawkHeader({ id: victim.id, key: victim.key, method: 'GET', url: NODE_URL + path });
+  assert.equal((await send(g, { path, headers: { Authorization: captured } })).status, 200);
+  const flooder = token({ uid: 43, salt: 'bbbbbb' });
+  const statuses = new Map<number, number>();
+  for (let i = 0; i < 300; i++) {
+    // A third of the flood aims at another uid: refused, so it must not take room either.
+    const p = i % 3 === 0 ? '/1.5/42/x' : '/1.5/43/x';
+    const r = await send(g, { path: p, headers: { Authorization: hawkHeader({ id: flooder.id, key: flooder.key, method: 'GET', url: NODE_URL + p }) } });
+    statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+    if (r.status === 503) assert.match(String(r.headers['retry-after']), /^[1-9]\d*$/);
+  }
+  assertError(await refused(() => send(g, { path, headers: { Authorization: captured } })), 401, 'invalid-credentials', /nonce/);
+  assert.deepEqual(Object.fromEntries(statuses), { 200: 10, 401: 100, 503: 190 });
+});
+
 test('a stale timestamp is 401 with a server time the client can verify', async () => {
   const t = token();
   const { artifacts, reply } = signedSend(gw, t, { path: '/1.5/42/x', ts: now() - 3600 });
@@ -529,11 +548,17 @@ test('request id: the client’s sane X-Request-Id, else a new one, reaches the 
   assert.equal(refusedReply.headers['x-request-id'], 'refused-1');
 });
 
-test('/__version__ and /metrics are answered by the gateway itself', async () => {
+test('/__version__ is answered by the gateway itself; /metrics only on GATEWAY_METRICS_PORT', async () => {
   const version = await refused(() => send(gw, { path: '/__version__' }));
   assert.equal(version.status, 200);
   assert.equal(version.json().name, 'tokenserver');
-  const metrics = await refused(() => send(gw, { path: '/metrics' }));
+  // On the public port /metrics is an ordinary path: unsigned, refused, and nothing leaks.
+  const hidden = await refused(() => send(gw, { path: '/metrics' }));
+  assertError(hidden, 401, 'error', /Authorization/);
+  assert.equal(gw.metricsPort, undefined, 'off unless configured');
+  const g = await gateway({ GATEWAY_METRICS_PORT: '0' });
+  assert.equal((await send(g, { path: '/1.5/42/x' })).status, 401);
+  const metrics = await refused(() => send({ ...g, port: g.metricsPort! }, { path: '/metrics' }));
   assert.equal(metrics.status, 200);
   assert.match(String(metrics.headers['content-type']), /^text\/plain/);
   assert.match(metrics.text, /^# HELP http_requests_total /m);

@@ -2,17 +2,19 @@
 // application node passes through here. Checks the token and the Hawk
 // signature, then streams the request to the application. Every request gets
 // a request id (X-Request-Id, passed on to the application), one access line
-// and its metrics (/metrics).
+// and its metrics (served on GATEWAY_METRICS_PORT, never on this port).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
 import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
+import { listen } from '../../lib/listen.js';
 import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
+import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
-import { authenticate, checkPayloadHash, guardedNode, tokenCache } from './auth.js';
-import { forward, hasBody, probe, upstream, upstreamRequestHeaders } from './forward.js';
+import { authenticate, checkPayloadHash, guardedNode, rememberNonce, tokenCache } from './auth.js';
+import { clientFraming, forward, probe, refuseRepeatedSingletons, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
 import { NonceCache } from './nonces.js';
 import { sendError, sendJson } from './respond.js';
 
@@ -31,6 +33,8 @@ const CLIENT_GONE = 499;
 export interface Gateway {
   port: number;
   url: string;
+  /** Where /metrics is served (GATEWAY_METRICS_PORT), if anywhere. */
+  metricsPort?: number;
   close(): Promise<void>;
 }
 
@@ -46,7 +50,7 @@ interface Exchange {
 }
 
 /** Routes the gateway answers itself; everything else is proxied. */
-const OWN_ROUTES = new Set(['/__lbheartbeat__', '/__heartbeat__', '/__version__', '/metrics']);
+const OWN_ROUTES = new Set(['/__lbheartbeat__', '/__heartbeat__', '/__version__']);
 
 /** Reads a body up to `limit` bytes; more is 413 (the Content-Length is trusted to refuse early). */
 function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
@@ -75,7 +79,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const access = flatLogger(log);
   const node = guardedNode(config.nodeUrl, config.masterSecrets);
   const publicUrl = new URL(config.nodeUrl);
-  const nonces = new NonceCache(config.nonceCacheSize, 2 * config.hawkSkew * 1000);
+  const nonces = new NonceCache({ capacity: config.nonceCacheSize, perToken: config.noncePerToken, skewSeconds: config.hawkSkew });
   const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
   const metrics = new GatewayMetrics();
@@ -85,18 +89,13 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     sendJson(res, 200, { status: 'ok' }, own);
   }
 
-  async function exposeMetrics(res: http.ServerResponse, own: Record<string, string>): Promise<void> {
-    const page = await metrics.page();
-    res.writeHead(200, { 'Content-Type': page.contentType, 'Content-Length': String(Buffer.byteLength(page.body)), 'Cache-Control': 'no-store', ...own });
-    res.end(page.body);
-  }
-
   async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange): Promise<void> {
     const method = req.method ?? 'GET';
     const target = req.url ?? '/';
+    refuseRepeatedSingletons(req.rawHeaders);
+    const framing = clientFraming(req.rawHeaders, req.httpVersion);
     const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
       skewSeconds: config.hawkSkew,
-      nonces,
       tokens,
     });
     exchange.uid = caller.uid;
@@ -107,17 +106,20 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       body = await readBody(req, config.hashBodyLimit);
       checkPayloadHash(body, req.headers['content-type'], caller.hawk.hash);
     }
-    const bodyless = body === undefined && !hasBody(req);
+    rememberNonce(caller.hawk, nonces);
+    // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
+    const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
     const headers = upstreamRequestHeaders(req.rawHeaders, {
       uid: caller.uid,
       node: caller.node,
       clientAddress: req.socket.remoteAddress ?? '',
       publicUrl,
-      bodyLength: body?.length ?? (bodyless && !BODYLESS_METHODS.has(method) ? 0 : undefined),
+      framing: sent,
+      explicitEmpty: !BODYLESS_METHODS.has(method),
       requestId: exchange.requestId,
     });
     exchange.upstreamStarted = performance.now();
-    await forward({ req, res }, app, { method, target, headers, body, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] });
+    await forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] });
   }
 
   /** Once the response is over (or the client gone): the access line and the metrics. */
@@ -173,9 +175,6 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       req.resume();
       sendJson(res, 200, VERSION_INFO, own);
       return;
-    } else if (path === '/metrics') {
-      req.resume();
-      work = exposeMetrics(res, own);
     } else if (path === '/__heartbeat__') {
       req.resume();
       work = heartbeat(res, own);
@@ -194,29 +193,35 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     requestTimeout: REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   });
+  // What node's parser refuses (conflicting framing among others) gets the same JSON 400 as login's.
+  answerClientErrors(server, log);
   server.on('request', (req, res) => handle(req, res));
   server.on('checkContinue', (req, res) => handle(req, res, true));
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listen(server, config.port, config.host);
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${shownHost}:${port}`;
+  let exposed: RunningMetrics | undefined;
+  try {
+    exposed = config.metrics && (await serveMetrics(metrics, config.metrics, log));
+  } catch (err) {
+    server.close();
+    app.agent.destroy();
+    throw err;
+  }
   log.info({ port, url, nodeUrl: config.nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
 
   return {
     port,
     url,
-    close: () =>
-      new Promise<void>((resolve) => {
+    metricsPort: exposed?.port,
+    close: async () => {
+      await exposed?.close();
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
         app.agent.destroy();
-      }),
+      });
+    },
   };
 }

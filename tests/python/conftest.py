@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 from browserid import jwt
+from browserid.tests.support import get_keypair
 from tokenlib.utils import HKDF
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,13 +119,24 @@ def user_keys():
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory, issuer_keys):
+def doc_issuer_keys():
+    """(public, private) issuer keys in BrowserID's support-document forms, trusted for ISSUER as published.
+
+    "RS": n and e in decimal; "DS": PyBrowserID's own DS128 key generation.
+    """
+    rs_public, rs_private, _ = rsa_keypair()
+    return {"RS": (rs_public, rs_private), "DS": get_keypair(f"ds-issuer.{ISSUER}")}
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory, issuer_keys, doc_issuer_keys):
     """`npm start` on free ports; stopped with SIGTERM at the end, which must end it cleanly."""
     data_dir = tmp_path_factory.mktemp("stack-data")
     _, _, (n, e) = issuer_keys
     trusted = data_dir / "trusted-issuers.json"
     # "domains": ["*"] is the explicit wildcard of the domain-bound issuers (DESIGN §10).
-    trusted.write_text(json.dumps({ISSUER: {"keys": [{"kty": "RSA", "n": b64url_uint(n), "e": b64url_uint(e)}], "domains": ["*"]}}))
+    keys = [{"kty": "RSA", "n": b64url_uint(n), "e": b64url_uint(e)}] + [public for public, _ in doc_issuer_keys.values()]
+    trusted.write_text(json.dumps({ISSUER: {"keys": keys, "domains": ["*"]}}))
     master = secrets.token_hex(32)
     env = {
         **os.environ,

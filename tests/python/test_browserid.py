@@ -1,22 +1,23 @@
 """PyBrowserID's bundles through login, checked against PyBrowserID's own verifier."""
 
+import secrets
 import time
 
 import pytest
 from browserid import jwt
 from browserid.supportdoc import SupportDocumentManager
-from browserid.tests.support import make_assertion
-from browserid.utils import bundle_certs_and_assertion, decode_bytes
+from browserid.tests.support import get_keypair, make_assertion
+from browserid.utils import bundle_certs_and_assertion, decode_bytes, decode_json_bytes, to_hex
 from browserid.verifiers.local import LocalVerifier
 
-from conftest import AUDIENCE, ISSUER, rsa_keypair
+from conftest import AUDIENCE, ISSUER, _prime, _probably_prime, rsa_keypair
 
 TOKEN_FIELDS = {"id", "key", "uid", "api_endpoint", "duration", "hashalg"}
 
 
 def local_verifier(issuer_keys):
     """PyBrowserID's LocalVerifier, with our test IdP's key as its support document."""
-    public, _, _ = issuer_keys
+    public = issuer_keys[0]
 
     class Docs(SupportDocumentManager):
         def fetch_support_document(self, hostname):
@@ -26,8 +27,8 @@ def local_verifier(issuer_keys):
 
 
 def bundle(email, issuer_keys, user_keys, **kwds):
-    public, private, _ = user_keys
-    issuer_public, issuer_private, _ = issuer_keys
+    public, private = user_keys[:2]
+    issuer_public, issuer_private = issuer_keys[:2]
     return make_assertion(email, AUDIENCE, issuer=ISSUER, email_keypair=(public, private), issuer_keypair=(issuer_public, issuer_private), **kwds)
 
 
@@ -100,13 +101,66 @@ def test_many_bundles_including_short_signatures(stack, issuer_keys, user_keys):
     print(f"{max(len(certificates), len(assertions))} bundles, short signatures: {short[0]} certificates, {short[1]} assertions")
 
 
-@pytest.mark.skip(reason="DSA user keys: issue #12 item 5, not yet implemented")
+def ds256_keypair():
+    """A DS256 key (2048-bit p, 256-bit q, probable primes) for PyBrowserID, which ships DS128 parameters only."""
+    q = _prime(256)
+    while True:
+        p = secrets.randbits(2048) | (1 << 2047)
+        p -= p % (2 * q) - 1  # p = 1 (mod 2q)
+        if p.bit_length() == 2048 and _probably_prime(p):
+            break
+    h = 2
+    while (g := pow(h, (p - 1) // q, p)) == 1:
+        h += 1
+    x = secrets.randbelow(q - 1) + 1
+    public = {"algorithm": "DS", "p": to_hex(p), "q": to_hex(q), "g": to_hex(g), "y": to_hex(pow(g, x, p))}
+    return public, jwt.DS256Key({**public, "x": to_hex(x)})
+
+
+@pytest.fixture(scope="module")
+def dsa_user_keys():
+    """DS128: PyBrowserID's own key generation (its fixed 1024/160 parameters); DS256: ds256_keypair."""
+    return {"DS128": get_keypair(f"dsa-user.{ISSUER}"), "DS256": ds256_keypair()}
+
+
+def alg_of(compact_jws):
+    return decode_json_bytes(compact_jws.split(".")[0])["alg"]
+
+
 @pytest.mark.parametrize("algorithm", ["DS128", "DS256"])
-def test_dsa_user_keys(stack, algorithm):
-    pass
-
-
-@pytest.mark.skip(reason="old-style bundles (new_style=False): issue #12 item 5, not yet implemented")
-def test_old_style_bundle(stack, issuer_keys, user_keys):
-    r = stack.login(bundle(f"old@{ISSUER}", issuer_keys, user_keys, new_style=False))
+def test_dsa_user_keys(stack, issuer_keys, dsa_user_keys, algorithm):
+    email = f"dsa-{algorithm.lower()}@{ISSUER}"
+    b = bundle(email, issuer_keys, dsa_user_keys[algorithm])
+    assert alg_of(b.split("~")[1]) == algorithm
+    assert local_verifier(issuer_keys).verify(b)["email"] == email
+    r = stack.login(b)
     assert r.status_code == 200, r.text
+    assert TOKEN_FIELDS <= set(r.json())
+    # The same key with a signature for another message is refused.
+    other = bundle(email, issuer_keys, dsa_user_keys[algorithm], exp=int((time.time() + 30) * 1000))
+    forged = b.rsplit(".", 1)[0] + "." + other.rsplit(".", 1)[1]
+    r = stack.login(forged)
+    assert (r.status_code, r.json()["status"]) == (401, "invalid-credentials")
+
+
+@pytest.mark.parametrize("user", ["RS", "DS128"])
+def test_old_style_bundle(stack, issuer_keys, user_keys, dsa_user_keys, user):
+    keys = user_keys if user == "RS" else dsa_user_keys[user]
+    b = bundle(f"old-{user.lower()}@{ISSUER}", issuer_keys, keys, new_style=False)
+    assert "~" not in b
+    local_verifier(issuer_keys).verify(b)
+    r = stack.login(b)
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("form", ["RS", "DS"])
+def test_support_document_issuer_keys(stack, doc_issuer_keys, user_keys, dsa_user_keys, form):
+    """TRUSTED_ISSUERS holds these issuer keys exactly as a support document publishes them."""
+    issuer = doc_issuer_keys[form]
+    for name, keys in (("rs", user_keys), ("ds256", dsa_user_keys["DS256"])):
+        email = f"doc-{form.lower()}-{name}@{ISSUER}"
+        b = bundle(email, issuer, keys)
+        assert alg_of(b.split("~")[0]) == ("RS256" if form == "RS" else "DS128")
+        assert local_verifier(issuer).verify(b)["email"] == email
+        r = stack.login(b)
+        assert r.status_code == 200, (name, r.text)

@@ -3,7 +3,8 @@
 //  - the MongoDB-compatible server (scripts/compat-mongo.sh) that
 //    scripts/test.sh starts and passes as MONGODB_URL, or any MongoDB a
 //    developer points MONGODB_URL at;
-//  - a real MongoDB (mongo:7) through testcontainers, where a container engine answers.
+//  - MongoDB in a container through testcontainers, where a container engine answers: the
+//    real mongo:7, or where it cannot be had, the local stand-in of scripts/images.sh.
 // Every test gets its own database on the server (freshDatabase), dropped at the end.
 import { randomBytes } from 'node:crypto';
 import { MongoClient } from 'mongodb';
@@ -82,36 +83,79 @@ export function envMongo(): MongoTarget {
   return target;
 }
 
+/** A started container's target: stop() drops the databases handed out, then removes what was started. */
+function containerTarget(name: string, url: string, stopContainer: () => Promise<void>): MongoTarget {
+  return {
+    name,
+    url,
+    skipReason: '',
+    stop: async () => {
+      await dropCreated(url);
+      await stopContainer();
+    },
+  };
+}
+
+/** The local stand-in for mongo:7 that scripts/images.sh builds where no image registry answers. */
+const MONGO_STANDIN = process.env.MONGO_STANDIN_IMAGE?.trim() || 'tokenserver-standin/mongo-compat:7';
+
 /**
- * A real MongoDB 7 in a container. Resolves quickly with a skip reason when no
- * container engine answers; testcontainers is loaded only here, since it is slow to import.
+ * MongoDB in a container through testcontainers, on the engine at DOCKER_HOST: the real mongo:7
+ * when the engine has it (or can pull it), else the local stand-in (the MongoDB-compatible
+ * server of tools/compat-mongo; scripts/images.sh). The target's name says which image ran.
+ * Resolves quickly with a skip reason when no container engine answers; testcontainers is
+ * loaded only here, since it is slow to import.
  */
 export async function containerMongo(): Promise<MongoTarget> {
-  const name = 'mongo:7 (testcontainers)';
-  const unavailable = (why: string): MongoTarget => ({ name, url: null, skipReason: why, stop: async () => {} });
+  const unavailable = (name: string, why: string): MongoTarget => ({ name, url: null, skipReason: why, stop: async () => {} });
+  // Ryuk, testcontainers' reaper, is an image that no registry we reach can give us: it is
+  // disabled, and each target stops its own container (stop(), from the suites' after hooks).
+  process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
   let tc: typeof import('testcontainers');
+  let client: Awaited<ReturnType<typeof import('testcontainers').getContainerRuntimeClient>>;
   try {
     tc = await import('testcontainers');
-    await withTimeout(tc.getContainerRuntimeClient(), ENGINE_DETECT_MS, 'the container engine');
+    client = await withTimeout(tc.getContainerRuntimeClient(), ENGINE_DETECT_MS, 'the container engine');
   } catch (err) {
-    return unavailable(`no container engine answers (${(err as Error).message})`);
+    return unavailable('mongo:7 (testcontainers)', `no container engine answers (${(err as Error).message})`);
   }
+  const has = (image: string) => client.image.exists(tc.ImageName.fromString(image)).catch(() => false);
+  const useStandin = !(await has('mongo:7')) && (await has(MONGO_STANDIN));
+  if (useStandin) {
+    const name = `${MONGO_STANDIN} (testcontainers; stand-in for mongo:7)`;
+    try {
+      // A network of its own: an engine started by scripts/engine.sh has no default bridge.
+      const network = await new tc.Network().start();
+      const container = await withTimeout(
+        new tc.GenericContainer(MONGO_STANDIN)
+          .withNetwork(network)
+          .withExposedPorts(27017)
+          // The launcher prints this once the server accepts connections.
+          .withWaitStrategy(tc.Wait.forLogMessage(/^listening 27017$/m))
+          .withStartupTimeout(CONTAINER_START_MS)
+          .start(),
+        CONTAINER_START_MS,
+        MONGO_STANDIN,
+      );
+      return containerTarget(name, `mongodb://${container.getHost()}:${container.getMappedPort(27017)}/`, async () => {
+        await container.stop();
+        await network.stop();
+      });
+    } catch (err) {
+      return unavailable(name, `a container engine answers but ${MONGO_STANDIN} did not start (${(err as Error).message})`);
+    }
+  }
+  const name = 'mongo:7 (testcontainers)';
   try {
     const { MongoDBContainer } = await import('@testcontainers/mongodb');
     const container = await withTimeout(new MongoDBContainer('mongo:7').start(), CONTAINER_START_MS, 'mongo:7');
     // The container runs a one-member replica set known by an internal host name.
     const server = withDatabase(container.getConnectionString(), '');
-    const url = `${server}${server.includes('?') ? '&' : '?'}directConnection=true`;
-    return {
-      name,
-      url,
-      skipReason: '',
-      stop: async () => {
-        await dropCreated(url);
-        await container.stop();
-      },
-    };
+    return containerTarget(name, `${server}${server.includes('?') ? '&' : '?'}directConnection=true`, () => container.stop().then(() => undefined));
   } catch (err) {
-    return unavailable(`a container engine answers but mongo:7 did not start (${(err as Error).message})`);
+    return unavailable(
+      name,
+      `a container engine answers but mongo:7 did not start, and it has no ${MONGO_STANDIN} (bash scripts/images.sh standins) (${(err as Error).message})`,
+    );
   }
 }

@@ -1,0 +1,61 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ensureSecrets } from './init-secrets.js';
+
+function tempDir(t: { after(fn: () => void): void }): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'init-secrets-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+const read = (dir: string, f: string) => readFileSync(path.join(dir, f), 'utf8');
+const MASTER = 'a'.repeat(40) + 'b'.repeat(40);
+const INTERNAL = 'c'.repeat(16) + 'd'.repeat(16);
+
+test('ensureSecrets: generates both secrets, long enough, hex, readable by the owner only', (t) => {
+  const dir = tempDir(t);
+  assert.deepEqual(ensureSecrets(dir), { master_secrets: 'generated', internal_secret: 'generated' });
+  assert.match(read(dir, 'master_secrets'), /^[0-9a-f]{128}$/);
+  assert.match(read(dir, 'internal_secret'), /^[0-9a-f]{64}$/);
+  for (const f of ['master_secrets', 'internal_secret']) assert.equal(statSync(path.join(dir, f)).mode & 0o777, 0o600, f);
+});
+
+test('ensureSecrets: a second run keeps the existing secrets and generates only the missing one', (t) => {
+  const dir = tempDir(t);
+  ensureSecrets(dir);
+  const before = read(dir, 'master_secrets');
+  rmSync(path.join(dir, 'internal_secret'));
+  assert.deepEqual(ensureSecrets(dir), { master_secrets: 'kept', internal_secret: 'generated' });
+  assert.equal(read(dir, 'master_secrets'), before);
+});
+
+test('ensureSecrets: values from the environment win over the files, written with mode 0600', (t) => {
+  const dir = tempDir(t);
+  ensureSecrets(dir);
+  const env = { MASTER_SECRETS: ` ${MASTER} `, INTERNAL_SECRET: INTERNAL };
+  assert.deepEqual(ensureSecrets(dir, env), { master_secrets: 'from the environment', internal_secret: 'from the environment' });
+  assert.equal(read(dir, 'master_secrets'), MASTER);
+  assert.equal(read(dir, 'internal_secret'), INTERNAL);
+  assert.equal(statSync(path.join(dir, 'master_secrets')).mode & 0o777, 0o600);
+  // Unchanged values are not rewritten; empty values count as unset.
+  assert.deepEqual(ensureSecrets(dir, env).master_secrets, 'from the environment');
+  assert.deepEqual(ensureSecrets(dir, { MASTER_SECRETS: '', INTERNAL_SECRET: '  ' }), { master_secrets: 'kept', internal_secret: 'kept' });
+  assert.equal(read(dir, 'master_secrets'), MASTER);
+});
+
+test('ensureSecrets: a value from the environment that the services would refuse stops it, naming the variable', (t) => {
+  const dir = tempDir(t);
+  assert.throws(() => ensureSecrets(dir, { MASTER_SECRETS: 'short' }), /MASTER_SECRETS: .*64 characters/);
+  assert.throws(() => ensureSecrets(dir, { MASTER_SECRETS: `${MASTER},dev-only-not-secret-0123456789abcdef` }), /MASTER_SECRETS: .*sample/);
+  assert.throws(() => ensureSecrets(dir, { INTERNAL_SECRET: 'short' }), /INTERNAL_SECRET: .*32 bytes/);
+});
+
+test('ensureSecrets: a folder it cannot write is an error, not a silent success', (t) => {
+  const dir = tempDir(t);
+  assert.throws(() => ensureSecrets(path.join(dir, 'missing')), /ENOENT/);
+  writeFileSync(path.join(dir, 'file'), '');
+  assert.throws(() => ensureSecrets(path.join(dir, 'file'), { MASTER_SECRETS: MASTER }), /ENOTDIR/);
+});

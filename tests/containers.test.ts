@@ -1,0 +1,318 @@
+// docker compose up, end to end, as a user would: the real Dockerfile and docker-compose.yml
+// on a real container engine, with only tests/containers/compose.test.yml on top (the local
+// mongo stand-in image) and a .env with free host ports. Each check is one test, in order;
+// `npm run test:containers` (scripts/test-containers.sh) counts them.
+//
+// The engine is the one `scripts/engine.sh env` finds (DOCKER_HOST); without one every check
+// is skipped with the reason. Images come from scripts/images.sh (cached; a rebuild after a
+// source change takes the build's last layers only). KEEP_STACK=1 leaves the stack up.
+import { after, before, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { hawkFetch, TokenClient } from '../sdk/index.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const OVERRIDE = path.join(ROOT, 'tests/containers/compose.test.yml');
+/** Host ports we may publish (house rule); the first two free ones are used. */
+const HOST_PORTS = { first: 18120, last: 18199 };
+const HEALTHY_WITHIN_MS = 240_000;
+const LONG_RUNNING = ['mongo', 'directory', 'nodeassign', 'login', 'demo-app', 'node-gateway'];
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: ROOT, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGTERM'), opts.timeoutMs ?? 600_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The environment of the engine that answers (DOCKER_HOST …), or the reason there is none. */
+function findEngine(): { vars: Record<string, string> } | { skip: string } {
+  const r = spawnSync('bash', [path.join(ROOT, 'scripts/engine.sh'), 'env'], { encoding: 'utf8', timeout: 30_000 });
+  if (r.status !== 0) return { skip: (r.stderr || 'scripts/engine.sh env failed').trim() };
+  return { vars: Object.fromEntries(r.stdout.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])) };
+}
+
+/** `docker compose` (v2 plugin) or `docker-compose` (v1). */
+function composeTool(env: NodeJS.ProcessEnv): string[] | null {
+  if (spawnSync('docker', ['compose', 'version'], { env }).status === 0) return ['docker', 'compose'];
+  if (spawnSync('docker-compose', ['version'], { env }).status === 0) return ['docker-compose'];
+  return null;
+}
+
+async function freePort(skip: Set<number>): Promise<number> {
+  for (let port = HOST_PORTS.first; port <= HOST_PORTS.last; port++) {
+    if (skip.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '0.0.0.0', () => s.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error(`no free host port in ${HOST_PORTS.first}-${HOST_PORTS.last}`);
+}
+
+const engine = findEngine();
+const env: NodeJS.ProcessEnv = { ...process.env, ...('vars' in engine ? engine.vars : {}) };
+const tool = 'vars' in engine ? composeTool(env) : null;
+const skipReason = 'skip' in engine ? engine.skip : tool ? '' : 'no compose tool (docker compose plugin or docker-compose: apt-get install docker-compose)';
+
+const project = `tscontainers${process.pid}`;
+const projectDir = mkdtempSync(path.join(tmpdir(), 'compose-project-'));
+let loginPort = 0;
+let gatewayPort = 0;
+let loginUrl = '';
+let nodeUrl = '';
+let stackStarted = false;
+/** Everything secret this run saw, to look for in the logs. */
+const secrets: Array<[string, string]> = [];
+let firstUid: number | undefined;
+
+function compose(args: string[], timeoutMs?: number): Promise<Run> {
+  const [cmd, ...pre] = tool!;
+  return run(cmd, [...pre, '-p', project, '--project-directory', projectDir, '-f', path.join(ROOT, 'docker-compose.yml'), '-f', OVERRIDE, ...args], {
+    env,
+    timeoutMs,
+  });
+}
+
+async function mustCompose(args: string[], timeoutMs?: number): Promise<string> {
+  const r = await compose(args, timeoutMs);
+  assert.equal(r.code, 0, `compose ${args.join(' ')}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+async function containerId(service: string): Promise<string> {
+  return (await mustCompose(['ps', '-q', service])).trim();
+}
+
+interface ContainerState {
+  Status: string;
+  ExitCode: number;
+  StartedAt: string;
+  FinishedAt: string;
+  Health?: { Status: string };
+}
+
+async function state(service: string): Promise<ContainerState> {
+  const id = await containerId(service);
+  assert.ok(id, `${service} has a container`);
+  const r = await run('docker', ['inspect', '-f', '{{json .State}}', id], { env });
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout) as ContainerState;
+}
+
+/** Waits until every long-running service reports healthy; fails naming those that do not. */
+async function waitHealthy(services = LONG_RUNNING): Promise<void> {
+  const deadline = Date.now() + HEALTHY_WITHIN_MS;
+  let last: Record<string, string> = {};
+  while (Date.now() < deadline) {
+    last = {};
+    for (const s of services) {
+      const st = await state(s).catch(() => undefined);
+      last[s] = st?.Health?.Status ?? st?.Status ?? 'missing';
+    }
+    if (Object.values(last).every((v) => v === 'healthy')) return;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+  const logs = await compose(['logs', '--no-color', '--tail', '30']);
+  assert.fail(`not healthy within ${HEALTHY_WITHIN_MS / 1000} s: ${JSON.stringify(last)}\n${logs.stdout}`);
+}
+
+/** An assertion from the development IdP that `setup` created in the idp volume. */
+async function devAssertion(email: string): Promise<string> {
+  const out = await mustCompose(['run', '--rm', '-T', 'setup', 'node', 'dist/cli/main.js', 'dev', 'assertion', email, '--data-dir', '/idp', '--audience', loginUrl]);
+  const assertion = out.trim().split('\n').pop()!.trim();
+  assert.match(assertion, /^[\w-]+\.[\w-]+\.[\w-]+~[\w-]+\.[\w-]+\.[\w-]+$/, 'dev assertion prints a cert~assertion bundle');
+  secrets.push([`assertion for ${email}`, assertion]);
+  return assertion;
+}
+
+async function login(assertion: string): Promise<Response> {
+  return fetch(`${loginUrl}/1.0/sync/1.5`, { headers: { Authorization: `Assertion ${assertion}` } });
+}
+
+/** Exit status of a TCP connect attempt from inside a service's container: 0 connected, 1 refused/failed/timed out. */
+async function connectFrom(service: string, host: string, port: number): Promise<Run> {
+  const script =
+    `const s=require('net').connect(${port},${JSON.stringify(host)});` +
+    `s.setTimeout(3000,()=>{console.log('timeout');process.exit(1)});` +
+    `s.on('connect',()=>{console.log('connected');process.exit(0)});` +
+    `s.on('error',(e)=>{console.log(e.code||e.message);process.exit(1)});`;
+  return compose(['exec', '-T', service, 'node', '-e', script]);
+}
+
+const check = (name: string, fn: (t: TestContext) => Promise<void>) =>
+  test(name, async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    if (name !== 'docker compose up: every service healthy, one-shots completed, depends_on order held' && !stackStarted) {
+      return assert.fail('the stack did not come up (first check)');
+    }
+    await fn(t);
+  });
+
+before(async () => {
+  if (skipReason) {
+    console.log(`containers: skipped: ${skipReason}`);
+    return;
+  }
+  const images = await run('bash', [path.join(ROOT, 'scripts/images.sh'), 'all'], { env, timeoutMs: 1_200_000 });
+  if (images.code !== 0) throw new Error(`scripts/images.sh failed\n${images.stderr}`);
+  for (const line of images.stdout.trim().split('\n')) {
+    const [k, v] = line.split('=');
+    if (k && v) env[k] = v;
+  }
+  loginPort = await freePort(new Set());
+  gatewayPort = await freePort(new Set([loginPort]));
+  loginUrl = `http://localhost:${loginPort}`;
+  nodeUrl = `http://localhost:${gatewayPort}`;
+  // The user's steps: cp .env.example .env, then set ports, the audience and the node URL to match.
+  const dotenv = readFileSync(path.join(ROOT, '.env.example'), 'utf8')
+    .replace(/^LOGIN_PORT=.*$/m, `LOGIN_PORT=${loginPort}`)
+    .replace(/^GATEWAY_PORT=.*$/m, `GATEWAY_PORT=${gatewayPort}`)
+    .replace(/^AUDIENCES=.*$/m, `AUDIENCES=${loginUrl}`)
+    .replace(/^NODE_URL=.*$/m, `NODE_URL=${nodeUrl}`);
+  writeFileSync(path.join(projectDir, '.env'), dotenv);
+});
+
+after(async () => {
+  if (!skipReason && process.env.KEEP_STACK !== '1') await compose(['down', '-v', '--remove-orphans'], 120_000);
+  rmSync(projectDir, { recursive: true, force: true });
+});
+
+check('docker compose up: every service healthy, one-shots completed, depends_on order held', async () => {
+  await mustCompose(['up', '-d', '--no-build'], 300_000);
+  stackStarted = true;
+  await waitHealthy();
+  const st: Record<string, ContainerState> = {};
+  for (const s of [...LONG_RUNNING, 'secrets', 'setup']) st[s] = await state(s);
+  for (const s of ['secrets', 'setup']) {
+    assert.equal(st[s].Status, 'exited', `${s} ran once`);
+    assert.equal(st[s].ExitCode, 0, `${s} completed successfully`);
+  }
+  const t = (s: string, k: 'StartedAt' | 'FinishedAt') => Date.parse(st[s][k]);
+  for (const s of ['directory', 'nodeassign']) {
+    assert.ok(t(s, 'StartedAt') >= t('secrets', 'FinishedAt'), `${s} started after secrets completed`);
+    assert.ok(t(s, 'StartedAt') > t('mongo', 'StartedAt'), `${s} started after mongo`);
+    assert.ok(t('setup', 'StartedAt') > t(s, 'StartedAt'), `setup started after ${s}`);
+  }
+  assert.ok(t('login', 'StartedAt') >= t('setup', 'FinishedAt'), 'login started after setup completed');
+  assert.ok(t('node-gateway', 'StartedAt') > t('demo-app', 'StartedAt'), 'node-gateway started after demo-app');
+});
+
+check('secrets: generated once into the volume, mode 0600, uid 1000, long enough', async () => {
+  const out = await mustCompose(['exec', '-T', 'login', 'sh', '-c', 'cd /secrets && stat -c "%n %a %u" master_secrets internal_secret && wc -c < master_secrets && wc -c < internal_secret']);
+  const [m, i, mLen, iLen] = out.trim().split('\n');
+  assert.equal(m, 'master_secrets 600 1000');
+  assert.equal(i, 'internal_secret 600 1000');
+  assert.ok(Number(mLen) >= 64, `MASTER_SECRETS holds ${mLen} characters`);
+  assert.ok(Number(iLen) >= 64, `INTERNAL_SECRET holds ${iLen} hex characters (32 bytes)`);
+  for (const f of ['master_secrets', 'internal_secret']) {
+    secrets.push([f, (await mustCompose(['exec', '-T', 'login', 'cat', `/secrets/${f}`])).trim()]);
+  }
+});
+
+check('login over HTTP: a token for an assertion of the development IdP', async () => {
+  const res = await login(await devAssertion('alice@example.com'));
+  const body = (await res.json()) as { id: string; key: string; uid: number; api_endpoint: string };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.ok(body.api_endpoint.startsWith(`${nodeUrl}/1.5/`), body.api_endpoint);
+  secrets.push(['token', body.id], ['key', body.key]);
+  firstUid = body.uid;
+});
+
+check('Hawk-signed GET and POST through the node-gateway, answered by the demo app', async () => {
+  const assertion = await devAssertion('bob@example.com');
+  const tokens = new TokenClient({ loginUrl, app: 'sync', version: '1.5', assertion: async () => assertion });
+  const token = await tokens.getToken();
+  secrets.push(['token (bob)', token.id], ['key (bob)', token.key]);
+  const api = hawkFetch(tokens);
+  const got = await api('hello?from=containers');
+  const getReply = (await got.json()) as { uid: string; method: string };
+  assert.equal(got.status, 200, JSON.stringify(getReply));
+  assert.deepEqual([String(getReply.uid), getReply.method], [String(token.uid), 'GET']);
+  const body = JSON.stringify({ note: 'from the container tests' });
+  const posted = await api('notes', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+  const postReply = (await posted.json()) as { uid: string; method: string; bodyBytes: number };
+  assert.equal(posted.status, 200, JSON.stringify(postReply));
+  assert.deepEqual([String(postReply.uid), postReply.method, postReply.bodyBytes], [String(token.uid), 'POST', Buffer.byteLength(body)]);
+});
+
+check('directory restarted: login answers 503 + Retry-After while it is down, 200 again after, login not restarted', async () => {
+  const assertion = await devAssertion('carol@example.com');
+  const loginStarted = (await state('login')).StartedAt;
+  // `restart` as stop + start, so that "while it is down" is observed for certain.
+  await mustCompose(['stop', 'directory']);
+  const down = await login(assertion);
+  assert.equal(down.status, 503, await down.text());
+  assert.match(down.headers.get('retry-after') ?? '', /^\d+$/, 'Retry-After seconds');
+  await mustCompose(['start', 'directory']);
+  await waitHealthy(['directory']);
+  let status = 0;
+  for (let i = 0; i < 15 && status !== 200; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 1000));
+    status = (await login(assertion)).status;
+  }
+  assert.equal(status, 200, 'login answers 200 again');
+  assert.equal((await state('login')).StartedAt, loginStarted, 'login was not restarted');
+});
+
+check('networks: the demo app cannot reach directory:50051 (by name or address); login can', async () => {
+  const fromLogin = await connectFrom('login', 'directory', 50051);
+  assert.equal(fromLogin.code, 0, `login → directory:50051: ${fromLogin.stdout}${fromLogin.stderr}`);
+  const byName = await connectFrom('demo-app', 'directory', 50051);
+  assert.equal(byName.code, 1, `demo-app → directory:50051 must fail: ${byName.stdout}${byName.stderr}`);
+  const id = await containerId('directory');
+  const ip = (await run('docker', ['inspect', '-f', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id], { env })).stdout.trim().split(/\s+/)[0];
+  assert.ok(ip, 'directory has an address');
+  const byAddress = await connectFrom('demo-app', ip, 50051);
+  assert.equal(byAddress.code, 1, `demo-app → ${ip}:50051 must fail: ${byAddress.stdout}${byAddress.stderr}`);
+});
+
+check('down (volumes kept) and up again: the same user keeps its uid', async () => {
+  assert.ok(firstUid !== undefined, 'the login check ran');
+  await mustCompose(['down'], 120_000);
+  await mustCompose(['up', '-d', '--no-build'], 300_000);
+  await waitHealthy();
+  const res = await login(await devAssertion('alice@example.com'));
+  const body = (await res.json()) as { uid: number; id: string; key: string };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  secrets.push(['token (after up)', body.id], ['key (after up)', body.key]);
+  assert.equal(body.uid, firstUid);
+});
+
+check('docker compose run --rm setup node dist/cli/main.js nodes list', async () => {
+  const out = await mustCompose(['run', '--rm', '-T', 'setup', 'node', 'dist/cli/main.js', 'nodes', 'list']);
+  assert.ok(out.includes(nodeUrl), `nodes list names ${nodeUrl}:\n${out}`);
+});
+
+check('docker compose logs contain no secret, token, key or assertion', async () => {
+  const logs = (await mustCompose(['logs', '--no-color'])).toString();
+  assert.ok(logs.includes('init-secrets'), 'the logs were read');
+  assert.ok(secrets.length >= 6, `secrets collected: ${secrets.map(([n]) => n).join(', ')}`);
+  for (const [name, value] of secrets) {
+    // The value and a fragment from its middle (a token or key split across fields still leaks).
+    const fragment = value.slice(Math.floor(value.length / 2) - 8, Math.floor(value.length / 2) + 8);
+    assert.ok(!logs.includes(value) && !logs.includes(fragment), `${name} appears in the logs`);
+  }
+});
