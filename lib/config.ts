@@ -3,7 +3,7 @@
 // with a ConfigError that names the variable.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ANY_DOMAIN, normalizeDomain } from './email.js';
+import { ANY_DOMAIN, emailDomain, normalizeDomain, normalizeEmail } from './email.js';
 import { ConfigError } from './errors.js';
 
 export type Env = Record<string, string | undefined>;
@@ -460,6 +460,8 @@ export interface LoginConfig {
   oauthEmailDomain: string;
   /** LOGIN_METRICS_PORT: unset, no /metrics at all. */
   metrics?: MetricsListener;
+  /** ALLOWED_USERS: unset, everyone the other rules accept. */
+  allowedUsers?: AllowedUsersSource;
 }
 
 /**
@@ -504,7 +506,68 @@ export function loginConfig(
     overload: overloadConfig(env),
     oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
     metrics: metricsListener(env, 'LOGIN_METRICS_PORT'),
+    allowedUsers: allowedUsers(env),
   };
+}
+
+// ---- allow-list (login) ----
+
+/** Who may log in: whole addresses (normalised as lib/email.ts does) and whole domains (lowercase). */
+export interface AllowList {
+  emails: ReadonlySet<string>;
+  domains: ReadonlySet<string>;
+}
+
+export interface AllowedUsersSource {
+  /** Set when ALLOWED_USERS is `@<file>`: login reads it again on SIGHUP. */
+  file?: string;
+  /** Replaced (not mutated) by a reload, so a request sees one whole list. */
+  list: AllowList;
+}
+
+/**
+ * Entries separated by commas, whitespace or newlines; `#` starts a comment.
+ * `name@domain` allows one address, `@domain` everyone at that domain.
+ */
+export function parseAllowList(text: string, variable = 'ALLOWED_USERS'): AllowList {
+  const emails = new Set<string>();
+  const domains = new Set<string>();
+  for (const line of text.split('\n')) {
+    for (const entry of line.replace(/#.*/, '').split(/[\s,]+/).filter((e) => e !== '')) {
+      const at = entry.lastIndexOf('@');
+      if (at === 0 && entry.length > 1) domains.add(normalizeDomain(entry.slice(1)));
+      else if (at > 0 && at < entry.length - 1 && !entry.startsWith('@')) emails.add(normalizeEmail(entry));
+      else throw new ConfigError(variable, `expected name@domain or @domain, got ${JSON.stringify(entry)}`);
+    }
+  }
+  return { emails, domains };
+}
+
+/** An already normalised e-mail against the list. */
+export function isAllowedUser(list: AllowList, email: string): boolean {
+  return list.emails.has(email) || list.domains.has(emailDomain(email));
+}
+
+/** ALLOWED_USERS's file form: `@` and a path with a `/` in it (`@./allowed.txt`), so it never reads as a domain. */
+export function allowListFile(value: string): string | undefined {
+  return /^@[^,\s]*\//.test(value) ? value.slice(1) : undefined;
+}
+
+export function readAllowListFile(file: string): AllowList {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError('ALLOWED_USERS', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  return parseAllowList(text, `ALLOWED_USERS (${file})`);
+}
+
+export function allowedUsers(env: Env): AllowedUsersSource | undefined {
+  const v = env.ALLOWED_USERS?.trim();
+  if (!v) return undefined;
+  const file = allowListFile(v);
+  return file ? { file, list: readAllowListFile(file) } : { list: parseAllowList(v) };
 }
 
 // ---- overload signal (login) ----

@@ -16,6 +16,7 @@ export {
   InvalidGenerationError,
   InvalidClientStateError,
   NewUsersDisabledError,
+  UserNotAllowedError,
   RetryLaterError,
   ServiceUnavailableError,
   TooManyRequestsError,

@@ -7,7 +7,9 @@ import {
   NotAcceptable,
   NotFound,
   ServiceUnavailable,
+  UserNotAllowed,
 } from '../../../lib/errors.js';
+import { isAllowedUser } from '../../../lib/config.js';
 import { accountIdKey, makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import type { VerifiedAssertion } from '../assertion.js';
@@ -63,6 +65,13 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
 
   const verifyAssertion: TokenMiddleware = async function verifyAssertion(ctx, next) {
     ctx.state.identity = await verifier.verify(ctx.get('Authorization') || undefined);
+    await next();
+  };
+
+  // After the credentials are verified (the e-mail is known and certified), before any record is made.
+  const allowedUser: TokenMiddleware = async function allowedUser(ctx, next) {
+    const allowed = config.allowedUsers;
+    if (allowed && !isAllowedUser(allowed.list, ctx.state.identity.email)) throw new UserNotAllowed('this user may not use this service');
     await next();
   };
 
@@ -130,6 +139,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     acceptJson,
     checkClientState,
     verifyAssertion,
+    allowedUser,
     loginUser,
     assignNode,
     mintToken,
