@@ -34,6 +34,7 @@ export type Command =
   | { kind: 'nodes update'; app: string; url: string; patch: NodePatch }
   | { kind: 'nodes remove'; app: string; url: string }
   | { kind: 'users show'; app: string; email: string }
+  | { kind: 'users retire'; app: string; email: string }
   | { kind: 'users list'; app: string; node?: string; replaced: boolean; limit: number; after: string }
   | ({ kind: 'users purge' } & PurgeOptions)
   | { kind: 'backup'; file: string; source: string }
@@ -213,6 +214,14 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     needs: ['directory'],
     build: (a) => ({ kind: 'users show', app: appArg(a.app!), email: emailArg(a.email!) }),
+  },
+  {
+    name: 'users retire',
+    args: ['<app>', '<email>'],
+    summary: "retire a user (account deleted): the live record becomes a replaced one, its node slot goes back; the next login gets a new uid",
+    options: {},
+    needs: ['directory', 'nodeassign'],
+    build: (a) => ({ kind: 'users retire', app: appArg(a.app!), email: emailArg(a.email!) }),
   },
   {
     name: 'users list',

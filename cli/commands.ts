@@ -218,6 +218,13 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
       if (!user) throw new CliFailure('the service returned no user');
       return { json: { user }, text: formatUser(user) };
     }
+    case 'users retire': {
+      // The directory operation the account-events webhook uses; then each retired uid's slot goes back, as login does.
+      const { retired } = await b.rpc('directory', (c) => c.retireUser, { email: cmd.email, service: cmd.app });
+      for (const r of retired) if (r.node !== '') await b.rpc('nodeassign', (c) => c.release, { service: r.service, url: r.node });
+      const text = retired.length > 0 ? retired.map((r) => `retired ${r.service} uid ${r.uid}${r.node ? ` on ${r.node}` : ''}\n`).join('') : 'nothing to retire (retired already, or no such user)\n';
+      return { json: { retired }, text };
+    }
     case 'users list': {
       const { users, next } = await b.rpc('directory', (c) => c.listUsers, {
         service: cmd.app,

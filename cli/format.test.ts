@@ -68,6 +68,8 @@ test('formatUser shows every field, with placeholders for empty ones', () => {
   };
   const empty = formatUser(user);
   assert.match(empty, /^uid:\s+7$/m);
+  assert.match(empty, /^keys changed:\s+\(none\)$/m);
+  assert.match(formatUser({ ...user, uid: 0 }), /^uid:\s+\(none: account deleted\)$/m);
   assert.match(empty, /^node:\s+\(none: assigned at next login\)$/m);
   assert.match(empty, /^client state:\s+\(none\)$/m);
   assert.match(empty, /^seen states:\s+\(none\)$/m);
@@ -79,6 +81,7 @@ test('formatUser shows every field, with placeholders for empty ones', () => {
     uid: 9,
     node: 'https://n1.example',
     generation: 12,
+    keysChangedAt: 1_700_000_000_000,
     clientState: 'bbbb',
     seenClientStates: ['aaaa', 'cccc'],
     replaced: [{ uid: 7, node: 'https://n0.example', replacedAt: Date.UTC(2024, 0, 2), released: false }],
@@ -86,6 +89,7 @@ test('formatUser shows every field, with placeholders for empty ones', () => {
   });
   assert.match(full, /^node:\s+https:\/\/n1\.example$/m);
   assert.match(full, /^generation:\s+12$/m);
+  assert.match(full, /^keys changed:\s+1700000000000$/m);
   assert.match(full, /^client state:\s+bbbb$/m);
   assert.match(full, /^seen states:\s+aaaa, cccc$/m);
   assert.match(full, /^created:\s+2024-01-01T00:00:00\.000Z$/m);

@@ -40,9 +40,11 @@ export function formatUser(u: User): string {
   const rows = [
     ['app', u.service],
     ['email', u.email],
-    ['uid', String(u.uid)],
+    // uid 0: RetireUser (account deleted); the next login gets a new uid.
+    ['uid', u.uid === 0 ? '(none: account deleted)' : String(u.uid)],
     ['node', u.node || '(none: assigned at next login)'],
     ['generation', String(u.generation)],
+    ['keys changed', u.keysChangedAt === undefined ? '(none)' : String(u.keysChangedAt)],
     ['client state', u.clientState || '(none)'],
     ['seen states', u.seenClientStates.length > 0 ? u.seenClientStates.join(', ') : '(none)'],
     ['created', when(u.createdAt)],

@@ -60,6 +60,8 @@ export const DEFAULTS = {
    * (unset: no metrics listener, and /metrics is never on the public ports).
    */
   METRICS_HOST: '127.0.0.1',
+  /** The scope a Bearer access token must carry (DESIGN §9.1). */
+  OAUTH_SCOPE: 'https://identity.mozilla.com/apps/oldsync',
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -393,6 +395,70 @@ export function metricsListener(env: Env, portVariable: string): MetricsListener
   return { host: str(env, 'METRICS_HOST', DEFAULTS.METRICS_HOST), port: port(env, portVariable, 0) };
 }
 
+/** A JWKS file `{"keys": [JWK, …]}` (OAUTH_JWKS, WEBHOOK_JWKS); every key needs `kty`. */
+export function jwksFile(env: Env, name: string): JsonWebKeyLike[] {
+  const file = str(env, name);
+  let doc: unknown;
+  try {
+    doc = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new ConfigError(name, e instanceof SyntaxError ? `${file} is not valid JSON` : `cannot read ${file}: ${(e as Error).message}`);
+  }
+  const keys = (doc as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys) || keys.length === 0) throw new ConfigError(name, `${file} must be {"keys": [JWK, …]} with at least one key`);
+  for (const k of keys) {
+    if (typeof k !== 'object' || k === null || typeof (k as { kty?: unknown }).kty !== 'string') throw new ConfigError(name, 'every key must be a JWK with "kty"');
+  }
+  return keys as JsonWebKeyLike[];
+}
+
+/** The Bearer scheme (DESIGN §9.1): on when OAUTH_JWKS is set. */
+export interface BearerConfig {
+  jwks: JsonWebKeyLike[];
+  /** OAUTH_ISSUER: the `iss` required, when set. */
+  issuer?: string;
+  scope: string;
+}
+
+export function bearerConfig(env: Env): BearerConfig | undefined {
+  if (!env.OAUTH_JWKS?.trim()) return undefined;
+  return {
+    jwks: jwksFile(env, 'OAUTH_JWKS'),
+    issuer: env.OAUTH_ISSUER?.trim() || undefined,
+    scope: str(env, 'OAUTH_SCOPE', DEFAULTS.OAUTH_SCOPE),
+  };
+}
+
+/** The account events webhook (DESIGN §9.4): on when WEBHOOK_JWKS is set. */
+export interface WebhookConfig {
+  jwks: JsonWebKeyLike[];
+  audience: string;
+  /** OAUTH_ISSUER, when set. */
+  issuer?: string;
+}
+
+export function webhookConfig(env: Env): WebhookConfig | undefined {
+  if (!env.WEBHOOK_JWKS?.trim()) return undefined;
+  return {
+    jwks: jwksFile(env, 'WEBHOOK_JWKS'),
+    audience: str(env, 'WEBHOOK_AUDIENCE'),
+    issuer: env.OAUTH_ISSUER?.trim() || undefined,
+  };
+}
+
+/**
+ * METRICS_HASH_SECRET (or _FILE): the key of `hashed_fxa_uid` (DESIGN §9.3).
+ * Required with Bearer, where other FxA services compute the same hash. An
+ * empty value is refused: HMAC with an empty key is a public function, so the
+ * hash would link straight back to the account id. Without Bearer it may be
+ * unset (login then derives a key from the newest master secret).
+ */
+export function metricsHashSecret(env: Env, bearer: boolean): string | undefined {
+  const v = secretValue(env, 'METRICS_HASH_SECRET');
+  if (v === undefined && bearer) throw new ConfigError('METRICS_HASH_SECRET', 'is required when OAUTH_JWKS enables Bearer (the key of hashed_fxa_uid; empty is not accepted)');
+  return v;
+}
+
 // ---- per-service configuration ----
 
 export interface DirectoryConfig {
@@ -462,6 +528,11 @@ export interface LoginConfig {
   metrics?: MetricsListener;
   /** ALLOWED_USERS: unset, everyone the other rules accept. */
   allowedUsers?: AllowedUsersSource;
+  /** Set when OAUTH_JWKS enables Bearer. */
+  bearer?: BearerConfig;
+  /** Set when WEBHOOK_JWKS enables the account events webhook. */
+  webhook?: WebhookConfig;
+  metricsHashSecret?: string;
 }
 
 /**
@@ -474,16 +545,19 @@ export function loginConfig(
   env: Env,
   overrides: { masterSecrets?: string[]; internalSecret?: string; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
 ): LoginConfig {
-  const audiences = env.AUDIENCES?.trim() ? list(env, 'AUDIENCES', '') : overrides.audiences;
-  if (!audiences || audiences.length === 0) throw new ConfigError('AUDIENCES', 'is required (accepted "aud" values)');
-  let trustedIssuers: TrustedIssuers;
+  // TRUSTED_ISSUERS enables the assertion schemes, OAUTH_JWKS Bearer (DESIGN §9.3); an empty map: assertions off.
+  const bearer = bearerConfig(env);
+  let trustedIssuers: TrustedIssuers = new Map();
   if (env.TRUSTED_ISSUERS?.trim()) {
     trustedIssuers = trustedIssuersFile(env);
   } else if (overrides.trustedIssuers) {
     trustedIssuers = overrides.trustedIssuers;
-  } else {
-    throw new ConfigError('TRUSTED_ISSUERS', 'is required (path to a JSON file of trusted issuers and their keys)');
+  } else if (!bearer) {
+    throw new ConfigError('TRUSTED_ISSUERS', 'or OAUTH_JWKS is required: at least one login scheme must be on (TRUSTED_ISSUERS: a JSON file of trusted issuers and their keys, for Assertion/BrowserID; OAUTH_JWKS: a JWKS file, for Bearer)');
   }
+  const audiences = env.AUDIENCES?.trim() ? list(env, 'AUDIENCES', '') : (overrides.audiences ?? []);
+  // Audiences are what assertions are made for; Bearer tokens carry a scope instead.
+  if (trustedIssuers.size > 0 && audiences.length === 0) throw new ConfigError('AUDIENCES', 'is required (accepted "aud" values)');
   return {
     port: port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
@@ -507,6 +581,9 @@ export function loginConfig(
     oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
     metrics: metricsListener(env, 'LOGIN_METRICS_PORT'),
     allowedUsers: allowedUsers(env),
+    bearer,
+    webhook: webhookConfig(env),
+    metricsHashSecret: metricsHashSecret(env, bearer !== undefined),
   };
 }
 

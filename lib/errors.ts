@@ -89,6 +89,22 @@ export class InvalidClientState extends ProtocolError {
   static override readonly field: string = 'X-Client-State';
 }
 
+/** DESIGN §9.2: keys_changed_at went backwards, ahead of the generation, or missing once recorded. */
+export class InvalidKeysChangedAt extends ProtocolError {
+  override readonly status = 401;
+  override readonly statusString = 'invalid-keysChangedAt';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'X-KeyID';
+}
+
+/** DESIGN §9.1: X-KeyID missing or not visible ASCII (other malformations are invalid-credentials). */
+export class InvalidKeyId extends ProtocolError {
+  override readonly status = 401;
+  override readonly statusString = 'invalid-key-id';
+  static override readonly location: ErrorLocation = 'header';
+  static override readonly field: string = 'X-KeyID';
+}
+
 export class NewUsersDisabled extends ProtocolError {
   override readonly status = 403;
   override readonly statusString = 'new-users-disabled';
@@ -180,6 +196,8 @@ export const errorClasses: Record<string, new (description: string) => ProtocolE
   InvalidTimestamp,
   InvalidGeneration,
   InvalidClientState,
+  InvalidKeysChangedAt,
+  InvalidKeyId,
   NewUsersDisabled,
   UserNotAllowed,
   NotFound,

@@ -51,10 +51,16 @@ export function nodeSecrets(masters: readonly string[], nodeUrl: string): string
 
 // Not a tokenlib derivation: ours, so its info string names this service.
 const ACCOUNT_ID_INFO = 'tokenserver/v1/account-id';
+const METRICS_HASH_INFO = 'tokenserver/v1/metrics-hash';
 
 /** The HMAC key of opaque account ids (fxa_uid of non-FxA e-mails): HKDF(master, no salt, fixed info, 32). */
 export function accountIdKey(master: string): Buffer {
   return hkdf(master, '', ACCOUNT_ID_INFO, 32);
+}
+
+/** The key of `hashed_fxa_uid` when METRICS_HASH_SECRET is unset (no Bearer): HKDF of the newest master secret. */
+export function metricsHashKey(master: string): Buffer {
+  return hkdf(master, '', METRICS_HASH_INFO, 32);
 }
 
 export function signingKey(secret: string): Buffer {

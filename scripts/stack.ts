@@ -69,16 +69,11 @@ export async function startStack(env: Env): Promise<Stack> {
     const demo = await startDemoApp({ host, port: port(env, 'DEMO_APP_PORT', DEFAULTS.DEMO_APP_PORT) });
     closers.push(demo.close);
 
-    // The gateway's public URL is the node URL; with GATEWAY_PORT=0 it is known only once bound.
-    const gatewayEnv: Env = { ...env, UPSTREAM_URL: env.UPSTREAM_URL ?? demo.url, NODE_URL: env.NODE_URL ?? 'http://placeholder.invalid' };
-    let gwConfig = gatewayConfig(gatewayEnv, { masterSecrets });
-    let gateway = await startGateway(gwConfig);
-    if (!env.NODE_URL) {
-      const nodeUrl = `http://${displayHost(host)}:${gateway.port}`;
-      await gateway.close();
-      gwConfig = { ...gwConfig, nodeUrl, port: gateway.port };
-      gateway = await startGateway(gwConfig);
-    }
+    // The gateway's public URL is the node URL; with GATEWAY_PORT=0 it is known only once bound,
+    // so the gateway makes it from its port (the stand-in below only passes the config check).
+    const gatewayEnv: Env = { ...env, UPSTREAM_URL: env.UPSTREAM_URL ?? demo.url, NODE_URL: env.NODE_URL ?? 'http://127.0.0.1' };
+    const gwConfig = gatewayConfig(gatewayEnv, { masterSecrets });
+    const gateway = await startGateway(gwConfig, env.NODE_URL ? undefined : (p) => `http://${displayHost(host)}:${p}`);
     closers.push(gateway.close);
 
     const loginPort = port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT);
@@ -98,13 +93,13 @@ export async function startStack(env: Env): Promise<Stack> {
     }
     closers.push(login.close);
 
-    await registerNodes(nodeAssignAddr, auth, [...apps.keys()], gwConfig.nodeUrl);
+    await registerNodes(nodeAssignAddr, auth, [...apps.keys()], gateway.nodeUrl);
 
     const metricsUrl = (port: number | undefined, where: { host: string } | undefined) =>
       port === undefined || !where ? undefined : `http://${displayHost(where.host)}:${port}/metrics`;
     return {
       loginUrl: `http://${displayHost(host)}:${login.port}`,
-      gatewayUrl: gwConfig.nodeUrl,
+      gatewayUrl: gateway.nodeUrl,
       demoAppUrl: demo.url,
       metricsUrls: { login: metricsUrl(login.metricsPort, lgConfig.metrics), gateway: metricsUrl(gateway.metricsPort, gwConfig.metrics) },
       directoryAddr,

@@ -1,7 +1,7 @@
 // What the SDK throws when the login service says no. The status strings come
 // from lib/errors.ts (the server's own vocabulary), so client and server can
 // never disagree on a spelling.
-import { InvalidClientState, InvalidCredentials, InvalidGeneration, InvalidTimestamp, NewUsersDisabled, UserNotAllowed } from '../lib/errors.js';
+import { InvalidClientState, InvalidCredentials, InvalidGeneration, InvalidKeyId, InvalidKeysChangedAt, InvalidTimestamp, NewUsersDisabled, UserNotAllowed } from '../lib/errors.js';
 
 /** A login answer other than 200: HTTP status, the body's `status` string and the parsed body. */
 export class LoginError extends Error {
@@ -24,6 +24,10 @@ export class InvalidTimestampError extends LoginError {}
 export class InvalidGenerationError extends LoginError {}
 /** 401 invalid-client-state: the client state was seen before or came without a generation increase. */
 export class InvalidClientStateError extends LoginError {}
+/** 401 invalid-keysChangedAt: the key id's keys_changed_at went backwards, ran ahead of the generation, or is missing (DESIGN §9.2). */
+export class InvalidKeysChangedAtError extends LoginError {}
+/** 401 invalid-key-id: no usable X-KeyID with a Bearer token. */
+export class InvalidKeyIdError extends LoginError {}
 /** 403 new-users-disabled: this user is unknown and the service takes no new users. */
 export class NewUsersDisabledError extends LoginError {}
 /** 403 user-not-allowed: the service admits only the users of its ALLOWED_USERS list. */
@@ -76,6 +80,8 @@ const BY_STATUS_STRING = new Map<string, LoginErrorClass>(
       [InvalidTimestamp, InvalidTimestampError],
       [InvalidGeneration, InvalidGenerationError],
       [InvalidClientState, InvalidClientStateError],
+      [InvalidKeysChangedAt, InvalidKeysChangedAtError],
+      [InvalidKeyId, InvalidKeyIdError],
       [NewUsersDisabled, NewUsersDisabledError],
       [UserNotAllowed, UserNotAllowedError],
     ] as const

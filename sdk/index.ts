@@ -6,7 +6,7 @@
 //     assertion: (audience) => myIdp.assertionFor(audience) });   // a `cert~assertion` bundle
 //   const api = hawkFetch(tokens);                                  // fetch, signed, under api_endpoint
 //   const res = await api('storage/notes', { method: 'POST', body: JSON.stringify(note) });
-export { TokenClient, type AssertionProvider, type TokenClientOptions } from './token-client.js';
+export { TokenClient, type AccessTokenProvider, type AssertionProvider, type TokenClientOptions } from './token-client.js';
 export { hawkFetch, type HawkFetch } from './hawk-fetch.js';
 export type { Token } from './policy.js';
 export {
@@ -15,6 +15,8 @@ export {
   InvalidTimestampError,
   InvalidGenerationError,
   InvalidClientStateError,
+  InvalidKeysChangedAtError,
+  InvalidKeyIdError,
   NewUsersDisabledError,
   UserNotAllowedError,
   RetryLaterError,

@@ -14,6 +14,8 @@ export interface Token {
   /** Lifetime in seconds. */
   duration: number;
   hashalg?: string;
+  /** DESIGN §9.3: HMAC of the account id, for metrics. */
+  hashed_fxa_uid?: string;
 }
 
 export interface CachedToken {
@@ -113,6 +115,7 @@ export function parseTokenBody(body: unknown): Token | null {
   if (typeof b.duration !== 'number' || !(b.duration > 0)) return null;
   const token: Token = { id: b.id, key: b.key, uid: b.uid as number, api_endpoint: b.api_endpoint, duration: b.duration };
   if (typeof b.hashalg === 'string') token.hashalg = b.hashalg;
+  if (typeof b.hashed_fxa_uid === 'string') token.hashed_fxa_uid = b.hashed_fxa_uid;
   return token;
 }
 

@@ -23,13 +23,20 @@ import {
  */
 export type AssertionProvider = (audience: string, context: { now: number }) => Promise<string>;
 
-export interface TokenClientOptions {
+/**
+ * Bearer (DESIGN §9.1): returns a fresh OAuth access token (scope
+ * https://identity.mozilla.com/apps/oldsync) and the key id for X-KeyID,
+ * `<keys_changed_at>-<base64url client state>`. Called for every login, and
+ * again after an invalid-timestamp.
+ */
+export type AccessTokenProvider = (context: { now: number }) => Promise<{ accessToken: string; keyId: string }>;
+
+interface CommonOptions {
   /** Base URL of the login service, e.g. http://127.0.0.1:8000 */
   loginUrl: string;
   app: string;
   version: string;
-  assertion: AssertionProvider;
-  /** Sent as X-Client-State. */
+  /** Sent as X-Client-State (with Bearer it must name the key id's state, or be left out). */
   clientState?: string;
   /** The `aud` the assertion is made for; default: the login URL's origin. */
   audience?: string;
@@ -40,12 +47,15 @@ export interface TokenClientOptions {
   clock?: () => number;
 }
 
+/** Log in with assertions (`assertion`) or with access tokens (`accessToken`): exactly one. */
+export type TokenClientOptions = CommonOptions & ({ assertion: AssertionProvider; accessToken?: never } | { accessToken: AccessTokenProvider; assertion?: never });
+
 export class TokenClient {
   readonly fetch: typeof fetch;
   readonly audience: string;
   private readonly loginEndpoint: string;
   private readonly clock: () => number;
-  private readonly assertion: AssertionProvider;
+  private readonly credentials: (now: number) => Promise<Record<string, string>>;
   private clientState: string | undefined;
   private cached: CachedToken | undefined;
   private gate: Gate = OPEN_GATE;
@@ -61,7 +71,14 @@ export class TokenClient {
     if (opts.duration !== undefined) url.searchParams.set('duration', String(opts.duration));
     this.loginEndpoint = url.href;
     this.audience = opts.audience ?? login.origin;
-    this.assertion = opts.assertion;
+    const { assertion, accessToken } = opts;
+    if ((assertion === undefined) === (accessToken === undefined)) throw new TypeError('TokenClient needs exactly one of assertion and accessToken');
+    this.credentials = assertion
+      ? async (now) => ({ Authorization: `Assertion ${await assertion(this.audience, { now })}` })
+      : async (now) => {
+          const { accessToken: token, keyId } = await accessToken!({ now });
+          return { Authorization: `Bearer ${token}`, 'X-KeyID': keyId };
+        };
     this.clientState = opts.clientState;
     this.fetch = opts.fetch ?? globalThis.fetch;
     this.clock = opts.clock ?? Date.now;
@@ -127,8 +144,7 @@ export class TokenClient {
   private async login(): Promise<Token> {
     const epoch = this.epoch;
     for (let attempt = 1; ; attempt++) {
-      const assertion = await this.assertion(this.audience, { now: this.now() });
-      const headers: Record<string, string> = { Authorization: `Assertion ${assertion}`, Accept: 'application/json' };
+      const headers: Record<string, string> = { ...(await this.credentials(this.now())), Accept: 'application/json' };
       if (this.clientState !== undefined) headers['X-Client-State'] = this.clientState;
       const res = await this.fetch(this.loginEndpoint, { headers });
       const receivedAt = this.clock();

@@ -5,7 +5,7 @@
 //
 // Audit of the regexes that see request data (each linear: no nested or
 // overlapping quantifiers, or a length cap before it):
-// - services/login/assertion.ts: AUTH_SCHEME and ONLY_BLANKS (one class each,
+// - services/login/authorization.ts: AUTH_SCHEME and ONLY_BLANKS (one class each,
 //   anchored), `\s`, base64url `^[…]*$`, legacy RSA `^[1-9][0-9]{0,n}$`, EMAIL
 //   (`@` excluded from both sides, so one split; length checked first). The
 //   old `[ \t]+(\S*)[ \t]*$` was the quadratic one, replaced.

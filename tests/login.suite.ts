@@ -20,7 +20,7 @@ import { startLogin, type RunningLogin } from '../services/login/server.js';
 import { forgeExponentOneJws, httpRequest, signUnencodedJws, type HttpResponse } from '../services/login/testkit.js';
 
 const AUDIENCE = 'https://token.test.example';
-const MASTER_SECRETS = [newSecret(), newSecret()];
+export const MASTER_SECRETS = [newSecret(), newSecret()];
 const NODES = { sync: 'https://sync-1.test.example', notes: 'https://notes-1.test.example' };
 const RS_ISSUER = 'rs.idp.example';
 const ES_ISSUER = 'es.idp.example';
@@ -255,7 +255,8 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       const ts = Number(res.header('x-timestamp'));
       assert.ok(ts >= before && ts <= Math.floor(Date.now() / 1000), 'X-Timestamp is server time in seconds');
       const body = res.json;
-      assert.deepEqual(Object.keys(body).sort(), ['api_endpoint', 'duration', 'hashalg', 'id', 'key', 'uid']);
+      assert.deepEqual(Object.keys(body).sort(), ['api_endpoint', 'duration', 'hashalg', 'hashed_fxa_uid', 'id', 'key', 'uid']);
+      assert.match(body.hashed_fxa_uid, /^[0-9a-f]{32}$/);
       assert.equal(body.hashalg, 'sha256');
       assert.equal(body.duration, 3600);
       assert.equal(body.api_endpoint, `${NODES.sync}/1.5/${body.uid}`);

@@ -18,7 +18,7 @@ import { TEST_AUTH } from './support/services.js';
 import { logger } from '../lib/log.js';
 import { VERSION_INFO } from '../lib/version.js';
 import { directoryService } from '../services/directory/service.js';
-import { openUserStore } from '../services/directory/store.js';
+import { openUserStore } from '../services/directory/open-store.js';
 import type { RunningLogin } from '../services/login/server.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { System } from './login.suite.js';

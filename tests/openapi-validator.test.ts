@@ -65,7 +65,7 @@ test('the document: every $ref resolves, and its Token schema refuses a wrong bo
   assert.ok(refs.length > 10);
   for (const ref of refs) assert.doesNotThrow(() => resolveRef(doc, ref), ref);
   const token = { $ref: '#/components/schemas/Token' };
-  const body = { id: 'abc=', key: `${'k'.repeat(43)}=`, uid: 7, api_endpoint: 'https://n.example/1.5/7', duration: 3600, hashalg: 'sha256' };
+  const body = { id: 'abc=', key: `${'k'.repeat(43)}=`, uid: 7, api_endpoint: 'https://n.example/1.5/7', duration: 3600, hashalg: 'sha256', hashed_fxa_uid: '0'.repeat(32) };
   assert.deepEqual(validate(token, body, doc), []);
   assert.notDeepEqual(validate(token, { ...body, hashalg: 'md5' }, doc), []);
   assert.notDeepEqual(validate(token, { ...body, uid: '7' }, doc), []);

@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RunningLogin } from '../services/login/server.js';
-import type { HttpResponse } from '../services/login/testkit.js';
+import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
+import { accessToken, keyIdHeader, signingKey, signJwt, writeJwks } from './support/oauth.js';
 import { System } from './login.suite.js';
 import { loadOpenApi, responseProblems, type OpenApiDocument } from './support/openapi.js';
 
@@ -119,6 +120,35 @@ test('heartbeat, lbheartbeat and version; no /metrics on the public port', async
   await get('/__version__', {}, { status: 200 });
   const metrics = await sys.get('/metrics', {});
   assert.equal(metrics.status, 404, 'served on LOGIN_METRICS_PORT only');
+});
+
+test('Bearer: 200, invalid-key-id, invalid-keysChangedAt; the webhook: 200, 400, 401 (DESIGN §9)', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'openapi-bearer-'));
+  try {
+    const [key, hook] = await Promise.all([signingKey('RS256', 'k'), signingKey('RS256', 'h')]);
+    const login = await sys.startLogin({
+      OAUTH_JWKS: writeJwks(dir, 'oauth.json', [key]),
+      METRICS_HASH_SECRET: 'openapi-metrics-secret',
+      WEBHOOK_JWKS: writeJwks(dir, 'hook.json', [hook]),
+      WEBHOOK_AUDIENCE: 'https://hook.example',
+    });
+    const sub = 'openapi0123456789';
+    const token = await accessToken(key, sub, { 'fxa-generation': 2000 });
+    await get(TOKEN, { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(2000, 'aaaa') }, { login, status: 200 });
+    await get(TOKEN, { Authorization: `Bearer ${token}` }, { login, status: 401, statusString: 'invalid-key-id' });
+    await get(TOKEN, { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(1000, 'aaaa') }, { login, status: 401, statusString: 'invalid-keysChangedAt' });
+    const post = async (tokenValue: string, body: string, status: number, statusString?: string) => {
+      const res = await httpRequest(`${login.url}/1.0/webhooks/fxa/events`, { method: 'POST', headers: { Authorization: `Bearer ${tokenValue}` }, body });
+      conforms(res, 'POST', '/1.0/webhooks/fxa/events', { status, statusString });
+    };
+    const now = Math.floor(Date.now() / 1000);
+    const event = await signJwt(hook, { aud: 'https://hook.example', sub, exp: now + 60, events: { 'https://schemas.accounts.firefox.com/event/password-change': { changeTime: 3001 } } });
+    await post(event, '{}', 200);
+    await post(event, '{', 400, 'error');
+    await post(token, '{}', 401, 'invalid-credentials');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('heartbeat 503 while a backend is down', async () => {

@@ -159,3 +159,23 @@ test('a purge racing with logins and another purge loses no live record and dele
   }
   assert.equal(deleted.length, emails.length * 4, 'every replaced uid was deleted once');
 });
+
+test('users retire: the live record becomes a replaced one, its slot goes back, the next login gets a new uid; idempotent; then purged', async () => {
+  const uid = await loginUid('retire@example.com');
+  const loadBefore = await nodeLoad();
+  const r = await cli('users', 'retire', APP, 'retire@example.com', '--json');
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(r.json.retired.map((x: { uid: number }) => x.uid), [uid]);
+  assert.equal(await nodeLoad(), loadBefore - 1);
+  const again = await cli('users', 'retire', APP, 'retire@example.com');
+  assert.equal(again.code, 0);
+  assert.match(again.stdout, /nothing to retire/);
+  assert.equal(await nodeLoad(), loadBefore - 1, 'a second retire gives nothing back');
+  const before = deletes().length;
+  const purged = await cli('users', 'purge', '--grace', '0', '--json');
+  assert.equal(purged.code, 0, purged.stderr);
+  assert.ok(deletes().slice(before).some((d) => d.uid === String(uid)), "the retired uid's data is deleted on its node");
+  assert.equal(purged.json.slotsReleased, 0, 'retire gave the slot back already');
+  const next = await loginUid('retire@example.com');
+  assert.notEqual(next, uid);
+});

@@ -102,3 +102,18 @@ test('npm start with TRUSTED_ISSUERS: only those issuers; no development IdP, no
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('npm start prints "node-gateway listening" once, with the real URL (issue #12 item 10c)', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'start-gateway-'));
+  const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info' });
+  try {
+    const lines = s.stdout.split('\n').filter((l) => l.includes('node-gateway listening'));
+    assert.equal(lines.length, 1, lines.join('\n'));
+    const gateway = /node-gateway:\s+(http:\/\/\S+)/.exec(s.stdout)![1];
+    assert.equal(JSON.parse(lines[0]).nodeUrl, gateway);
+    assert.doesNotMatch(s.stdout, /placeholder\.invalid/);
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -33,6 +33,16 @@ export interface LoginRequest {
   /** Empty when the client sent no X-Client-State. */
   clientState: string;
   allowNewUsers: boolean;
+  /** DESIGN §9.2: absent when the client supplies none (X-KeyID's 0, or BrowserID). */
+  keysChangedAt?:
+    | number
+    | undefined;
+  /**
+   * Bearer (DESIGN §9.2): a missing generation is none, and a comparison with
+   * a missing side is false. Otherwise (BrowserID, #13) a missing generation
+   * counts as 0 against a recorded one, as on Mozilla's servers.
+   */
+  missingGenerationIsNone?: boolean | undefined;
 }
 
 export interface ReplacedUser {
@@ -56,6 +66,8 @@ export interface User {
   replaced: ReplacedUser[];
   /** ms since epoch */
   createdAt: number;
+  /** DESIGN §9.2; absent when none was ever supplied. */
+  keysChangedAt?: number | undefined;
 }
 
 export interface UserReply {
@@ -183,8 +195,43 @@ export interface TrimClientStatesReply {
   removed: number;
 }
 
+export interface RetireUserRequest {
+  email: string;
+  /** Empty: every application. */
+  service: string;
+}
+
+export interface RetiredUser {
+  service: string;
+  uid: number;
+  /** empty when it had none: no slot to give back */
+  node: string;
+}
+
+export interface RetireUserReply {
+  retired: RetiredUser[];
+}
+
+export interface RaiseGenerationRequest {
+  email: string;
+  generation: number;
+}
+
+export interface RaiseGenerationReply {
+  /** Records whose generation rose. */
+  count: number;
+}
+
 function createBaseLoginRequest(): LoginRequest {
-  return { service: "", email: "", generation: undefined, clientState: "", allowNewUsers: false };
+  return {
+    service: "",
+    email: "",
+    generation: undefined,
+    clientState: "",
+    allowNewUsers: false,
+    keysChangedAt: undefined,
+    missingGenerationIsNone: undefined,
+  };
 }
 
 export const LoginRequest: MessageFns<LoginRequest> = {
@@ -203,6 +250,12 @@ export const LoginRequest: MessageFns<LoginRequest> = {
     }
     if (message.allowNewUsers !== false) {
       writer.uint32(40).bool(message.allowNewUsers);
+    }
+    if (message.keysChangedAt !== undefined) {
+      writer.uint32(48).int64(message.keysChangedAt);
+    }
+    if (message.missingGenerationIsNone !== undefined) {
+      writer.uint32(56).bool(message.missingGenerationIsNone);
     }
     return writer;
   },
@@ -260,6 +313,22 @@ export const LoginRequest: MessageFns<LoginRequest> = {
             message.allowNewUsers = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.keysChangedAt = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.missingGenerationIsNone = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -287,6 +356,16 @@ export const LoginRequest: MessageFns<LoginRequest> = {
         : isSet(object.allow_new_users)
         ? globalThis.Boolean(object.allow_new_users)
         : false,
+      keysChangedAt: isSet(object.keysChangedAt)
+        ? globalThis.Number(object.keysChangedAt)
+        : isSet(object.keys_changed_at)
+        ? globalThis.Number(object.keys_changed_at)
+        : undefined,
+      missingGenerationIsNone: isSet(object.missingGenerationIsNone)
+        ? globalThis.Boolean(object.missingGenerationIsNone)
+        : isSet(object.missing_generation_is_none)
+        ? globalThis.Boolean(object.missing_generation_is_none)
+        : undefined,
     };
   },
 
@@ -307,6 +386,12 @@ export const LoginRequest: MessageFns<LoginRequest> = {
     if (message.allowNewUsers !== false) {
       obj.allowNewUsers = message.allowNewUsers;
     }
+    if (message.keysChangedAt !== undefined) {
+      obj.keysChangedAt = Math.round(message.keysChangedAt);
+    }
+    if (message.missingGenerationIsNone !== undefined) {
+      obj.missingGenerationIsNone = message.missingGenerationIsNone;
+    }
     return obj;
   },
 
@@ -320,6 +405,8 @@ export const LoginRequest: MessageFns<LoginRequest> = {
     message.generation = object.generation ?? undefined;
     message.clientState = object.clientState ?? "";
     message.allowNewUsers = object.allowNewUsers ?? false;
+    message.keysChangedAt = object.keysChangedAt ?? undefined;
+    message.missingGenerationIsNone = object.missingGenerationIsNone ?? undefined;
     return message;
   },
 };
@@ -456,6 +543,7 @@ function createBaseUser(): User {
     seenClientStates: [],
     replaced: [],
     createdAt: 0,
+    keysChangedAt: undefined,
   };
 }
 
@@ -487,6 +575,9 @@ export const User: MessageFns<User> = {
     }
     if (message.createdAt !== 0) {
       writer.uint32(72).int64(message.createdAt);
+    }
+    if (message.keysChangedAt !== undefined) {
+      writer.uint32(80).int64(message.keysChangedAt);
     }
     return writer;
   },
@@ -576,6 +667,14 @@ export const User: MessageFns<User> = {
             message.createdAt = longToNumber(reader.int64());
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.keysChangedAt = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -613,6 +712,11 @@ export const User: MessageFns<User> = {
         : isSet(object.created_at)
         ? globalThis.Number(object.created_at)
         : 0,
+      keysChangedAt: isSet(object.keysChangedAt)
+        ? globalThis.Number(object.keysChangedAt)
+        : isSet(object.keys_changed_at)
+        ? globalThis.Number(object.keys_changed_at)
+        : undefined,
     };
   },
 
@@ -645,6 +749,9 @@ export const User: MessageFns<User> = {
     if (message.createdAt !== 0) {
       obj.createdAt = Math.round(message.createdAt);
     }
+    if (message.keysChangedAt !== undefined) {
+      obj.keysChangedAt = Math.round(message.keysChangedAt);
+    }
     return obj;
   },
 
@@ -662,6 +769,7 @@ export const User: MessageFns<User> = {
     message.seenClientStates = object.seenClientStates?.map((e) => e) || [];
     message.replaced = object.replaced?.map((e) => ReplacedUser.fromPartial(e)) || [];
     message.createdAt = object.createdAt ?? 0;
+    message.keysChangedAt = object.keysChangedAt ?? undefined;
     return message;
   },
 };
@@ -2325,6 +2433,413 @@ export const TrimClientStatesReply: MessageFns<TrimClientStatesReply> = {
   },
 };
 
+function createBaseRetireUserRequest(): RetireUserRequest {
+  return { email: "", service: "" };
+}
+
+export const RetireUserRequest: MessageFns<RetireUserRequest> = {
+  encode(message: RetireUserRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.email !== "") {
+      writer.uint32(10).string(message.email);
+    }
+    if (message.service !== "") {
+      writer.uint32(18).string(message.service);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetireUserRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetireUserRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetireUserRequest {
+    return {
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+    };
+  },
+
+  toJSON(message: RetireUserRequest): unknown {
+    const obj: any = {};
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetireUserRequest>, I>>(base?: I): RetireUserRequest {
+    return RetireUserRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetireUserRequest>, I>>(object: I): RetireUserRequest {
+    const message = createBaseRetireUserRequest();
+    message.email = object.email ?? "";
+    message.service = object.service ?? "";
+    return message;
+  },
+};
+
+function createBaseRetiredUser(): RetiredUser {
+  return { service: "", uid: 0, node: "" };
+}
+
+export const RetiredUser: MessageFns<RetiredUser> = {
+  encode(message: RetiredUser, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.uid !== 0) {
+      writer.uint32(16).int64(message.uid);
+    }
+    if (message.node !== "") {
+      writer.uint32(26).string(message.node);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetiredUser {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetiredUser();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.uid = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetiredUser {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      uid: isSet(object.uid) ? globalThis.Number(object.uid) : 0,
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+    };
+  },
+
+  toJSON(message: RetiredUser): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.uid !== 0) {
+      obj.uid = Math.round(message.uid);
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetiredUser>, I>>(base?: I): RetiredUser {
+    return RetiredUser.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetiredUser>, I>>(object: I): RetiredUser {
+    const message = createBaseRetiredUser();
+    message.service = object.service ?? "";
+    message.uid = object.uid ?? 0;
+    message.node = object.node ?? "";
+    return message;
+  },
+};
+
+function createBaseRetireUserReply(): RetireUserReply {
+  return { retired: [] };
+}
+
+export const RetireUserReply: MessageFns<RetireUserReply> = {
+  encode(message: RetireUserReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.retired) {
+      RetiredUser.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetireUserReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetireUserReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.retired.push(RetiredUser.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetireUserReply {
+    return {
+      retired: globalThis.Array.isArray(object?.retired) ? object.retired.map((e: any) => RetiredUser.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: RetireUserReply): unknown {
+    const obj: any = {};
+    if (message.retired?.length) {
+      obj.retired = message.retired.map((e) => RetiredUser.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetireUserReply>, I>>(base?: I): RetireUserReply {
+    return RetireUserReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetireUserReply>, I>>(object: I): RetireUserReply {
+    const message = createBaseRetireUserReply();
+    message.retired = object.retired?.map((e) => RetiredUser.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRaiseGenerationRequest(): RaiseGenerationRequest {
+  return { email: "", generation: 0 };
+}
+
+export const RaiseGenerationRequest: MessageFns<RaiseGenerationRequest> = {
+  encode(message: RaiseGenerationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.email !== "") {
+      writer.uint32(10).string(message.email);
+    }
+    if (message.generation !== 0) {
+      writer.uint32(16).int64(message.generation);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RaiseGenerationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRaiseGenerationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.generation = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RaiseGenerationRequest {
+    return {
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      generation: isSet(object.generation) ? globalThis.Number(object.generation) : 0,
+    };
+  },
+
+  toJSON(message: RaiseGenerationRequest): unknown {
+    const obj: any = {};
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.generation !== 0) {
+      obj.generation = Math.round(message.generation);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RaiseGenerationRequest>, I>>(base?: I): RaiseGenerationRequest {
+    return RaiseGenerationRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RaiseGenerationRequest>, I>>(object: I): RaiseGenerationRequest {
+    const message = createBaseRaiseGenerationRequest();
+    message.email = object.email ?? "";
+    message.generation = object.generation ?? 0;
+    return message;
+  },
+};
+
+function createBaseRaiseGenerationReply(): RaiseGenerationReply {
+  return { count: 0 };
+}
+
+export const RaiseGenerationReply: MessageFns<RaiseGenerationReply> = {
+  encode(message: RaiseGenerationReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.count !== 0) {
+      writer.uint32(8).int64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RaiseGenerationReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRaiseGenerationReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.count = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RaiseGenerationReply {
+    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+  },
+
+  toJSON(message: RaiseGenerationReply): unknown {
+    const obj: any = {};
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RaiseGenerationReply>, I>>(base?: I): RaiseGenerationReply {
+    return RaiseGenerationReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RaiseGenerationReply>, I>>(object: I): RaiseGenerationReply {
+    const message = createBaseRaiseGenerationReply();
+    message.count = object.count ?? 0;
+    return message;
+  },
+};
+
 export type DirectoryService = typeof DirectoryService;
 export const DirectoryService = {
   /** Applies the login rules atomically and returns the user's current record. */
@@ -2426,6 +2941,37 @@ export const DirectoryService = {
       Buffer.from(TrimClientStatesReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): TrimClientStatesReply => TrimClientStatesReply.decode(value),
   },
+  /**
+   * Account deleted (DESIGN §9.4): every live record of the e-mail (in one
+   * service, or in all when service is empty) becomes a replaced record with
+   * no current uid, so the next login starts a new uid. Returns what was
+   * retired; the caller gives back each one's node slot (NodeAssign Release).
+   * Idempotent: a second call retires nothing.
+   */
+  retireUser: {
+    path: "/tokenserver.directory.v1.Directory/RetireUser" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetireUserRequest): Buffer => Buffer.from(RetireUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetireUserRequest => RetireUserRequest.decode(value),
+    responseSerialize: (value: RetireUserReply): Buffer => Buffer.from(RetireUserReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetireUserReply => RetireUserReply.decode(value),
+  },
+  /**
+   * Password changed (DESIGN §9.4): raises the recorded generation of every
+   * live record of the e-mail to `generation`; never lowers it.
+   */
+  raiseGeneration: {
+    path: "/tokenserver.directory.v1.Directory/RaiseGeneration" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RaiseGenerationRequest): Buffer =>
+      Buffer.from(RaiseGenerationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RaiseGenerationRequest => RaiseGenerationRequest.decode(value),
+    responseSerialize: (value: RaiseGenerationReply): Buffer =>
+      Buffer.from(RaiseGenerationReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RaiseGenerationReply => RaiseGenerationReply.decode(value),
+  },
 } as const;
 
 export interface DirectoryServer extends UntypedServiceImplementation {
@@ -2453,6 +2999,19 @@ export interface DirectoryServer extends UntypedServiceImplementation {
   deleteReplaced: handleUnaryCall<DeleteReplacedRequest, DeleteReplacedReply>;
   /** Purge: keeps only a user's newest `max` previously seen client states. */
   trimClientStates: handleUnaryCall<TrimClientStatesRequest, TrimClientStatesReply>;
+  /**
+   * Account deleted (DESIGN §9.4): every live record of the e-mail (in one
+   * service, or in all when service is empty) becomes a replaced record with
+   * no current uid, so the next login starts a new uid. Returns what was
+   * retired; the caller gives back each one's node slot (NodeAssign Release).
+   * Idempotent: a second call retires nothing.
+   */
+  retireUser: handleUnaryCall<RetireUserRequest, RetireUserReply>;
+  /**
+   * Password changed (DESIGN §9.4): raises the recorded generation of every
+   * live record of the e-mail to `generation`; never lowers it.
+   */
+  raiseGeneration: handleUnaryCall<RaiseGenerationRequest, RaiseGenerationReply>;
 }
 
 export interface DirectoryClient extends Client {
@@ -2602,6 +3161,47 @@ export interface DirectoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TrimClientStatesReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Account deleted (DESIGN §9.4): every live record of the e-mail (in one
+   * service, or in all when service is empty) becomes a replaced record with
+   * no current uid, so the next login starts a new uid. Returns what was
+   * retired; the caller gives back each one's node slot (NodeAssign Release).
+   * Idempotent: a second call retires nothing.
+   */
+  retireUser(
+    request: RetireUserRequest,
+    callback: (error: ServiceError | null, response: RetireUserReply) => void,
+  ): ClientUnaryCall;
+  retireUser(
+    request: RetireUserRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetireUserReply) => void,
+  ): ClientUnaryCall;
+  retireUser(
+    request: RetireUserRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetireUserReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Password changed (DESIGN §9.4): raises the recorded generation of every
+   * live record of the e-mail to `generation`; never lowers it.
+   */
+  raiseGeneration(
+    request: RaiseGenerationRequest,
+    callback: (error: ServiceError | null, response: RaiseGenerationReply) => void,
+  ): ClientUnaryCall;
+  raiseGeneration(
+    request: RaiseGenerationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RaiseGenerationReply) => void,
+  ): ClientUnaryCall;
+  raiseGeneration(
+    request: RaiseGenerationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RaiseGenerationReply) => void,
   ): ClientUnaryCall;
 }
 

@@ -17,6 +17,7 @@ const record = (over: Partial<UserRecord> = {}): UserRecord => ({
     { uid: 5, node: 'https://n2.example', replacedAt: NOW - 1_000, released: true },
   ],
   stateChanges: [],
+  keysChangedAt: null,
   createdAt: NOW - 100_000,
   version: 4,
   ...over,

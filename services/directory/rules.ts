@@ -5,6 +5,7 @@ import {
   BadRequest,
   InvalidClientState,
   InvalidGeneration,
+  InvalidKeysChangedAt,
   NewUsersDisabled,
   TooManyRequests,
   type ProtocolError,
@@ -16,6 +17,10 @@ export interface LoginInput {
   email: string;
   /** Absent when the identity provider supplies no generation. */
   generation?: number;
+  /** DESIGN §9.2, ms; absent or 0: none. */
+  keysChangedAt?: number;
+  /** Bearer (DESIGN §9.2): a missing generation is none. Otherwise (BrowserID, #13) it counts as 0 against a recorded one. */
+  missingGenerationIsNone?: boolean;
   /** '' when the client sent no X-Client-State. */
   clientState: string;
   allowNewUsers: boolean;
@@ -69,6 +74,7 @@ export function newUserRecord(req: LoginInput, uid: number, now: number): UserRe
     uid,
     node: '',
     generation: req.generation ?? 0,
+    keysChangedAt: req.keysChangedAt || null,
     clientState: req.clientState,
     seenClientStates: [],
     replaced: [],
@@ -120,46 +126,147 @@ export function stateChangeLimit(recent: number[], limit: number, now: number): 
   return new TooManyRequests(`at most ${limit} client-state changes in 24 hours`, retryAfter);
 }
 
-/** Why a client-state change is refused, or null when it is allowed. */
-export function clientStateChangeProblem(existing: UserRecord, req: LoginInput, generationIncreased: boolean): string | null {
-  // The states differ, so an empty one follows a non-empty one.
-  if (req.clientState === '') return 'an empty client state cannot follow a non-empty one';
-  if (existing.seenClientStates.includes(req.clientState)) return 'stale client state';
-  if (req.generation !== undefined && !generationIncreased) return 'a new client state needs a new generation';
+/** `a > b` when both sides are present: DESIGN §9.2, "a comparison with a missing side is false". */
+export function above(a: number | undefined, b: number | undefined): boolean {
+  return a !== undefined && b !== undefined && a > b;
+}
+
+/** What a login carries, as the DESIGN §9.2 rules read it. */
+export interface Claims {
+  /** a_gen; for the generation check (rule 6) only, BrowserID's missing one reads as 0. */
+  generation?: number;
+  /** Rule 6's a_gen: `generation`, or 0 for a BrowserID login without one (#13). */
+  generationForCheck?: number;
+  /** a_kca; 0 means none. */
+  keysChangedAt?: number;
+  clientState: string;
+}
+
+export function claimsOf(req: LoginInput): Claims {
+  return {
+    generation: req.generation,
+    // #13 (BrowserID): a missing generation counts as 0, as on Mozilla's Python server.
+    // DESIGN §9.2 (Bearer): it is missing, and comparisons with it are false.
+    generationForCheck: req.generation ?? (req.missingGenerationIsNone ? undefined : 0),
+    keysChangedAt: req.keysChangedAt || undefined,
+    clientState: req.clientState,
+  };
+}
+
+/**
+ * DESIGN §9.2's checks in order, first failure wins; null when the login may
+ * proceed. `u` is the stored record, `a` the request.
+ */
+export function loginProblem(u: UserRecord, a: Claims): ProtocolError | null {
+  const uKca = u.keysChangedAt ?? undefined;
+  const changed = a.clientState !== u.clientState;
+  // 1. Keys changed without the generation catching up.
+  if (above(a.keysChangedAt, uKca) && above(a.keysChangedAt, a.generation)) {
+    return new InvalidKeysChangedAt('keys_changed_at rose above the generation');
+  }
+  // 2.
+  if (a.clientState === '' && (u.clientState !== '' || u.seenClientStates.length > 0)) {
+    return new InvalidClientState('an empty client state cannot follow a non-empty one');
+  }
+  // 3.
+  if (u.seenClientStates.includes(a.clientState)) return new InvalidClientState('stale client state');
+  // 4, 5. `a <= u` is `!(a > u)` only when both are present.
+  if (changed && a.generation !== undefined && !above(a.generation, u.generation)) {
+    return new InvalidClientState('a new client state needs a new generation');
+  }
+  if (changed && a.keysChangedAt !== undefined && uKca !== undefined && !above(a.keysChangedAt, uKca)) {
+    return new InvalidClientState('a new client state needs a new keys_changed_at');
+  }
+  // 6.
+  if (above(u.generation, a.generationForCheck)) {
+    return new InvalidGeneration(a.generation === undefined ? 'a generation is required once one is recorded' : 'generation is older than the recorded one');
+  }
+  // 7, 8.
+  if (above(uKca, a.keysChangedAt)) return new InvalidKeysChangedAt('keys_changed_at is older than the recorded one');
+  if (a.keysChangedAt === undefined && (uKca ?? 0) !== 0) return new InvalidKeysChangedAt('keys_changed_at is required once one is recorded');
   return null;
+}
+
+/** DESIGN §9.2's updates: the generation and keys_changed_at to record after an accepted login. */
+export function updatedVersions(u: Pick<UserRecord, 'generation' | 'keysChangedAt'>, a: Claims): { generation: number; keysChangedAt: number | null } {
+  const uKca = u.keysChangedAt ?? undefined;
+  const keysChangedAt = a.keysChangedAt !== undefined && !above(uKca, a.keysChangedAt) ? a.keysChangedAt : u.keysChangedAt;
+  let generation = u.generation;
+  if (a.generation !== undefined) {
+    if (a.generation >= u.generation) generation = a.generation;
+  } else if (a.keysChangedAt !== undefined && a.keysChangedAt > u.generation && (uKca === undefined || a.keysChangedAt > uKca)) {
+    // Keys changed, and the client reports no generation: the change is one.
+    generation = a.keysChangedAt;
+  }
+  return { generation, keysChangedAt };
+}
+
+/**
+ * A record whose account was deleted (RetireUser) has no current uid: uid 0.
+ * Uids start at 1, so no live record has it.
+ */
+export const RETIRED_UID = 0;
+
+export function isRetired(record: UserRecord): boolean {
+  return record.uid === RETIRED_UID;
 }
 
 export function decideLogin(existing: UserRecord | null, req: LoginInput, now: number, policy: LoginPolicy): LoginDecision {
   if (req.generation !== undefined && !isValidGeneration(req.generation)) {
     return { action: 'reject', error: new InvalidGeneration('generation must be a non-negative integer') };
   }
-  if (existing === null) {
+  if (req.keysChangedAt !== undefined && !isValidGeneration(req.keysChangedAt)) {
+    return { action: 'reject', error: new InvalidKeysChangedAt('keys_changed_at must be a non-negative integer') };
+  }
+  const claims = claimsOf(req);
+  if (existing === null || isRetired(existing)) {
     if (!req.allowNewUsers) return { action: 'reject', error: new NewUsersDisabled('new users are not accepted') };
-    return { action: 'create', build: (uid) => newUserRecord(req, uid, now) };
+    const fresh = (uid: number) => ({ ...newUserRecord(req, uid, now), ...updatedVersions({ generation: 0, keysChangedAt: null }, claims) });
+    if (existing === null) return { action: 'create', build: fresh };
+    // The deleted account's old uids stay listed for clean-up.
+    return { action: 'newUid', build: (uid) => ({ ...fresh(uid), replaced: existing.replaced, version: existing.version + 1 }) };
   }
-  if (req.generation !== undefined && req.generation < existing.generation) {
-    return { action: 'reject', error: new InvalidGeneration('generation is older than the recorded one') };
-  }
-  // A missing generation counts as 0, as on Mozilla's servers: once the IdP has
-  // sent one, an assertion without it is older than the recorded one.
-  if (req.generation === undefined && existing.generation > 0) {
-    return { action: 'reject', error: new InvalidGeneration('a generation is required once one is recorded') };
-  }
-  // An absent generation (never recorded either) changes nothing.
-  const generationIncreased = req.generation !== undefined && req.generation > existing.generation;
-  const generation = generationIncreased ? req.generation! : existing.generation;
+  const problem = loginProblem(existing, claims);
+  if (problem) return { action: 'reject', error: problem };
+  const { generation, keysChangedAt } = updatedVersions(existing, claims);
 
   if (req.clientState !== existing.clientState) {
-    const problem = clientStateChangeProblem(existing, req, generationIncreased);
-    if (problem) return { action: 'reject', error: new InvalidClientState(problem) };
     // Each change costs a uid and a node slot: a per-user daily allowance bounds the churn.
     const recent = recentStateChanges(existing, now);
     const limited = stateChangeLimit(recent, policy.clientStateChangesPerDay, now);
     if (limited) return { action: 'reject', error: limited };
-    return { action: 'newUid', build: (uid) => withNewUid(existing, req, generation, uid, now, recent) };
+    return { action: 'newUid', build: (uid) => ({ ...withNewUid(existing, req, generation, uid, now, recent), keysChangedAt }) };
   }
-  if (generationIncreased) return { action: 'update', record: { ...existing, generation, version: existing.version + 1 } };
+  if (generation !== existing.generation || keysChangedAt !== existing.keysChangedAt) {
+    return { action: 'update', record: { ...existing, generation, keysChangedAt, version: existing.version + 1 } };
+  }
   return { action: 'keep' };
+}
+
+/**
+ * RetireUser's write (DESIGN §9.4): the live uid joins the replaced list and
+ * the record keeps no current uid, node or client-state history, so the next
+ * login starts afresh. Its slot is marked given back: the caller releases it
+ * now. Null when the record is retired already (idempotent).
+ */
+export function retirement(existing: UserRecord, now: number): UserRecord | null {
+  if (isRetired(existing)) return null;
+  return {
+    ...existing,
+    uid: RETIRED_UID,
+    node: '',
+    clientState: '',
+    seenClientStates: [],
+    stateChanges: [],
+    replaced: [...existing.replaced, { uid: existing.uid, node: existing.node, replacedAt: now, released: true }].slice(-MAX_REPLACED),
+    version: existing.version + 1,
+  };
+}
+
+/** RaiseGeneration's write (DESIGN §9.4): never lowers; null when there is nothing to raise. */
+export function raisedGeneration(existing: UserRecord, generation: number): UserRecord | null {
+  if (isRetired(existing) || generation <= existing.generation) return null;
+  return { ...existing, generation, version: existing.version + 1 };
 }
 
 /**

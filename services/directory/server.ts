@@ -5,7 +5,7 @@ import { DirectoryService } from '../../lib/gen/directory.js';
 import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { directoryService } from './service.js';
-import { openUserStore } from './store.js';
+import { openUserStore } from './open-store.js';
 
 export interface RunningDirectory {
   port: number;

@@ -7,6 +7,7 @@ import {
   BadRequest,
   InvalidClientState,
   InvalidGeneration,
+  InvalidKeysChangedAt,
   NewUsersDisabled,
   ProtocolError,
   RecordNotFound,
@@ -171,6 +172,85 @@ test('a client-state change under concurrency → exactly one new uid', async ()
   assert.equal(final.replaced.length, 1);
   assert.equal(final.replaced[0].uid, before.uid);
   assert.deepEqual(final.seenClientStates, ['aaaa']);
+});
+
+test('concurrent Bearer logins with mixed keys_changed_at (no generation) never lower kca or generation', async () => {
+  const email = freshEmail();
+  const bearer = { missingGenerationIsNone: true, clientState: 'aaaa' };
+  await login(email, { ...bearer, keysChangedAt: 1 });
+  const rising = Array.from({ length: 40 }, (_, i) => i + 1);
+  const kcas = [...rising, ...rising.map((_, i) => ((i * 17) % 40) + 1)];
+  const results = await Promise.allSettled(kcas.map((keysChangedAt) => login(email, { ...bearer, keysChangedAt })));
+  for (const [i, r] of results.entries()) {
+    if (r.status === 'fulfilled') {
+      assert.ok((r.value.keysChangedAt ?? 0) >= kcas[i], 'a reply never shows a kca below the request');
+      assert.ok(r.value.generation >= kcas[i], 'a rising kca raised the generation with it');
+    } else {
+      assert.ok(r.reason instanceof InvalidKeysChangedAt, String(r.reason));
+    }
+  }
+  const final = await getUser(email);
+  assert.equal(final.keysChangedAt, 40);
+  assert.equal(final.generation, 40);
+  assert.equal(new Set(results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.uid] : []))).size, 1, 'no state change, one uid');
+});
+
+test('a client-state change with a new keys_changed_at under concurrency → exactly one new uid', async () => {
+  const email = freshEmail();
+  const bearer = { missingGenerationIsNone: true };
+  const before = await login(email, { ...bearer, keysChangedAt: 1000, generation: 1000, clientState: 'aaaa' });
+  const results = await Promise.allSettled(
+    Array.from({ length: 20 }, () => login(email, { ...bearer, keysChangedAt: 2000, generation: 2000, clientState: 'bbbb' })),
+  );
+  const uids = new Set(results.map((r) => (r.status === 'fulfilled' ? r.value.uid : assert.fail(String(r.reason)))));
+  assert.equal(uids.size, 1);
+  assert.notEqual([...uids][0], before.uid);
+  const final = await getUser(email);
+  assert.deepEqual([final.keysChangedAt, final.generation, final.replaced.length], [2000, 2000, 1]);
+});
+
+test('RetireUser: live records of every service become replaced ones, listed once; idempotent; the next login is a new uid', async () => {
+  const email = freshEmail();
+  const sync = await assignNode(email, (await login(email, { generation: 4 })).uid, 'https://n1.example');
+  const notes = await call(client, client.login, { service: 'notes', email, clientState: '', allowNewUsers: true }, opts).then((r) => r.user!);
+  const retire = (service = '') => call(client, client.retireUser, { email, service }, opts).then((r) => r.retired);
+  assert.deepEqual(await retire(), [
+    { service: 'notes', uid: notes.uid, node: '' },
+    { service: 'sync', uid: sync.uid, node: 'https://n1.example' },
+  ]);
+  assert.deepEqual(await retire(), [], 'a second delivery retires nothing');
+  const retired = await getUser(email);
+  assert.equal(retired.uid, 0);
+  assert.deepEqual(retired.replaced.map((r) => [r.uid, r.node, r.released]), [[sync.uid, 'https://n1.example', true]]);
+  // A login after the deletion starts afresh: a new uid, generations from zero.
+  const again = await login(email, { generation: 1 });
+  assert.ok(again.uid > sync.uid);
+  assert.equal(again.node, '');
+  assert.equal(again.replaced.length, 1);
+  // One service only.
+  assert.deepEqual((await retire('sync')).map((r) => r.uid), [again.uid]);
+  assert.deepEqual(await retire('notes'), []);
+});
+
+test('RetireUser under concurrency: each live uid is listed by exactly one call', async () => {
+  const email = freshEmail();
+  const live = await login(email);
+  const replies = await Promise.all(Array.from({ length: 10 }, () => call(client, client.retireUser, { email, service: '' }, opts)));
+  assert.deepEqual(replies.flatMap((r) => r.retired.map((x) => x.uid)), [live.uid]);
+});
+
+test('RaiseGeneration: raises every live record of the account, never lowers, idempotent', async () => {
+  const email = freshEmail();
+  await login(email, { generation: 10 });
+  const raise = (generation: number) => call(client, client.raiseGeneration, { email, generation }, opts).then((r) => r.count);
+  assert.equal(await raise(5), 0);
+  assert.equal((await getUser(email)).generation, 10);
+  assert.equal(await raise(99), 1);
+  assert.equal(await raise(99), 0, 'a second delivery changes nothing');
+  assert.equal((await getUser(email)).generation, 99);
+  assert.ok((await loginError(email, { generation: 98 })) instanceof InvalidGeneration, 'older credentials are refused now');
+  assert.equal(await call(client, client.raiseGeneration, { email: 'nobody@example.com', generation: 1 }, opts).then((r) => r.count), 0);
+  await assert.rejects(call(client, client.raiseGeneration, { email: '', generation: 1 }, opts), BadRequest);
 });
 
 test('AssignNode: concurrent assignments → the first wins and everyone gets it', async () => {

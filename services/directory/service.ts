@@ -20,12 +20,17 @@ import type {
   TrimClientStatesReply,
   TrimClientStatesRequest,
   LoginRequest,
+  RaiseGenerationReply,
+  RaiseGenerationRequest,
+  RetiredUser,
+  RetireUserReply,
+  RetireUserRequest,
   UnassignNodeReply,
   UnassignNodeRequest,
   User,
   UserReply,
 } from '../../lib/gen/directory.js';
-import { assignment, decideLogin, requestProblem, type LoginPolicy } from './rules.js';
+import { assignment, decideLogin, isValidGeneration, raisedGeneration, requestProblem, retirement, type LoginPolicy } from './rules.js';
 import { claimReplaced, removeReplaced, trimSeenClientStates } from './purge-rules.js';
 import type { ListPosition, UserRecord, UserStore } from './store.js';
 
@@ -43,6 +48,7 @@ function toUser(r: UserRecord): User {
     uid: r.uid,
     node: r.node,
     generation: r.generation,
+    ...(r.keysChangedAt !== null ? { keysChangedAt: r.keysChangedAt } : {}),
     clientState: r.clientState,
     seenClientStates: r.seenClientStates,
     replaced: r.replaced.map(({ uid, node, replacedAt, released }) => ({ uid, node, replacedAt, released })),
@@ -190,6 +196,48 @@ export async function trimClientStates(store: UserStore, req: TrimClientStatesRe
   });
 }
 
+/**
+ * Writes `change(record)` to every record of `email` (in `service`, or in all
+ * when it is ''), each with its own compare-and-set, re-read after a lost race.
+ * Returns the records written; a record `change` leaves alone (null) is skipped.
+ */
+async function changeAccount(
+  store: UserStore,
+  email: string,
+  service: string,
+  change: (record: UserRecord) => UserRecord | null,
+): Promise<Array<{ before: UserRecord; after: UserRecord }>> {
+  const written: Array<{ before: UserRecord; after: UserRecord }> = [];
+  for (const found of await store.listByEmail(email)) {
+    if (service !== '' && found.service !== service) continue;
+    for (let attempt = 0, current: UserRecord | null = found; ; attempt++) {
+      if (attempt === MAX_ATTEMPTS) throw contention();
+      const next = current && change(current);
+      if (!current || !next) break;
+      if (await store.replace(next, current.version)) {
+        written.push({ before: current, after: next });
+        break;
+      }
+      current = await store.get(found.service, email);
+    }
+  }
+  return written;
+}
+
+/** DESIGN §9.4 delete-user: the live uids of the account, which the caller releases. Idempotent. */
+export async function retireUser(store: UserStore, req: RetireUserRequest, now = Date.now()): Promise<RetiredUser[]> {
+  check({ service: req.service || 'any', email: req.email });
+  const written = await changeAccount(store, req.email, req.service, (r) => retirement(r, now));
+  return written.map(({ before }) => ({ service: before.service, uid: before.uid, node: before.node }));
+}
+
+/** DESIGN §9.4 password-change: raises the generation of every live record of the account; how many rose. */
+export async function raiseGeneration(store: UserStore, req: RaiseGenerationRequest): Promise<number> {
+  check({ service: 'any', email: req.email });
+  if (!isValidGeneration(req.generation)) throw new BadRequest('generation must be a non-negative integer');
+  return (await changeAccount(store, req.email, '', (r) => raisedGeneration(r, req.generation))).length;
+}
+
 export function directoryService(store: UserStore, log: Logger, policy: LoginPolicy): UntypedServiceImplementation {
   return {
     login: unary<LoginRequest, UserReply>(log, 'Login', async (req) => ({ user: toUser(await login(store, req, policy)) })),
@@ -203,6 +251,8 @@ export function directoryService(store: UserStore, log: Logger, policy: LoginPol
       if (!record) throw new RecordNotFound(`no user ${req.email} in ${req.service}`);
       return { user: toUser(record) };
     }),
+    retireUser: unary<RetireUserRequest, RetireUserReply>(log, 'RetireUser', async (req) => ({ retired: await retireUser(store, req) })),
+    raiseGeneration: unary<RaiseGenerationRequest, RaiseGenerationReply>(log, 'RaiseGeneration', async (req) => ({ count: await raiseGeneration(store, req) })),
     unassignNode: unary<UnassignNodeRequest, UnassignNodeReply>(log, 'UnassignNode', async (req) => {
       if (req.service === '' || req.node === '') throw new BadRequest('service and node are required');
       return { count: await store.unassignNode(req.service, req.node) };

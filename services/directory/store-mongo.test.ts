@@ -9,7 +9,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
 import { MongoUserStore } from './store-mongo.js';
-import { openUserStore } from './store.js';
+import { openUserStore } from './open-store.js';
 import { sampleUser, userStoreContract } from './store.contract.js';
 import { containerMongo, envMongo, freshDatabase, type MongoTarget } from '../../tests/support/mongo.js';
 
@@ -61,6 +61,24 @@ for (const target of targets) {
     assert.equal(await store.insert(extra), true);
     assert.deepEqual(await store.get('sync', 'alice@example.com'), sampleUser());
     await store.close();
+  });
+
+  it('documents written before keysChangedAt (or stateChanges) existed read as none', async (target) => {
+    const url = freshDatabase(target, 'oldkca');
+    const store = await MongoUserStore.open(url);
+    const client = new MongoClient(url);
+    try {
+      const { keysChangedAt: _k, stateChanges: _s, ...old } = sampleUser({ email: 'old@example.com', generation: 3 });
+      await client.db().collection('users').insertOne({ ...old });
+      const rec = await store.get('sync', 'old@example.com');
+      assert.equal(rec?.keysChangedAt, null);
+      assert.deepEqual(rec?.stateChanges, []);
+      assert.equal(await store.replace({ ...rec!, keysChangedAt: 1234, version: 2 }, 1), true);
+      assert.equal((await store.get('sync', 'old@example.com'))?.keysChangedAt, 1234);
+    } finally {
+      await client.close();
+      await store.close();
+    }
   });
 
   it('uids go past 2^31 (the counter is 64-bit)', async (target) => {

@@ -8,8 +8,9 @@ import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../li
 import { mergeCounts, type ListQuery, type NodeCount, type ReplacedUser, type UserRecord, type UserStore } from './store.js';
 
 /** Documents written before these fields existed lack them. */
-type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced'> & {
+type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> & {
   stateChanges?: number[];
+  keysChangedAt?: number | null;
   replaced: Array<Omit<ReplacedUser, 'released'> & { released?: boolean }>;
 };
 
@@ -32,6 +33,8 @@ function fromDoc(r: UserDoc): UserRecord {
     uid: r.uid,
     node: r.node,
     generation: r.generation,
+    // Documents without the field read as "none" (DESIGN §9.2).
+    keysChangedAt: r.keysChangedAt ?? null,
     clientState: r.clientState,
     seenClientStates: [...r.seenClientStates],
     replaced: r.replaced.map((x) => ({
@@ -64,6 +67,8 @@ export class MongoUserStore implements UserStore {
           { key: { service: 1, email: 1 }, name: 'service_email', unique: true },
           // unassignNode: the users of one node.
           { key: { service: 1, node: 1 }, name: 'service_node' },
+          // RetireUser and RaiseGeneration: every record of one account.
+          { key: { email: 1 }, name: 'email' },
         ]);
         await store.ensureUidCounter();
       });
@@ -111,6 +116,10 @@ export class MongoUserStore implements UserStore {
       );
       return res.matchedCount === 1;
     });
+  }
+
+  listByEmail(email: string): Promise<UserRecord[]> {
+    return mongoCall(async () => (await this.users.find({ email }).sort({ service: 1 }).toArray()).map(fromDoc));
   }
 
   nextUid(): Promise<number> {
@@ -161,7 +170,8 @@ export class MongoUserStore implements UserStore {
       type Group = { _id: { service: string; node: string }; n: number };
       const flat = (g: Group[]) => g.map((x) => ({ service: x._id.service, node: x._id.node, n: x.n }));
       const live = await this.users
-        .aggregate<Group>([{ $match: match }, { $group: { _id: { service: '$service', node: '$node' }, n: { $sum: 1 } } }])
+        // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
+        .aggregate<Group>([{ $match: { ...match, uid: { $ne: 0 } } }, { $group: { _id: { service: '$service', node: '$node' }, n: { $sum: 1 } } }])
         .toArray();
       const replaced = await this.users
         .aggregate<Group>([

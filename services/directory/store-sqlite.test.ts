@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SqliteUserStore } from './store-sqlite.js';
-import { openUserStore } from './store.js';
+import { openUserStore } from './open-store.js';
 import { sampleUser, userStoreContract } from './store.contract.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'users-sqlite-'));
@@ -40,7 +40,7 @@ test('sqlite: two connections on one file see each other and never share a uid',
   await b.close();
 });
 
-test('sqlite: a file from before state_changes gets the column; its users read as having made no change', async () => {
+test('sqlite: a file from before state_changes and keys_changed_at gets the columns; its users read as having made no change', async () => {
   const file = freshFile();
   mkdirSync(path.dirname(file), { recursive: true });
   const old = new Database(file);
@@ -55,9 +55,12 @@ test('sqlite: a file from before state_changes gets the column; its users read a
   try {
     const rec = await store.get('sync', 'old@example.com');
     assert.deepEqual(rec?.stateChanges, []);
+    assert.equal(rec?.keysChangedAt, null, 'no keys_changed_at column before: none');
     assert.deepEqual(rec?.replaced, [{ uid: 1, node: 'https://n.example', replacedAt: 5, released: false }]);
-    assert.equal(await store.replace({ ...rec!, stateChanges: [9], version: 5 }, 4), true);
+    assert.equal(await store.replace({ ...rec!, stateChanges: [9], keysChangedAt: 1234, version: 5 }, 4), true);
     assert.deepEqual((await store.get('sync', 'old@example.com'))?.stateChanges, [9]);
+    assert.equal((await store.get('sync', 'old@example.com'))?.keysChangedAt, 1234);
+    assert.equal((await store.listByEmail('old@example.com')).length, 1);
   } finally {
     await store.close();
   }

@@ -13,6 +13,7 @@ CREATE TABLE IF NOT EXISTS dir_users (
   uid INTEGER NOT NULL,
   node TEXT NOT NULL,
   generation INTEGER NOT NULL,
+  keys_changed_at INTEGER,
   client_state TEXT NOT NULL,
   seen_client_states TEXT NOT NULL,
   replaced TEXT NOT NULL,
@@ -35,6 +36,7 @@ interface UserRow {
   uid: number;
   node: string;
   generation: number;
+  keys_changed_at: number | null;
   client_state: string;
   seen_client_states: string;
   replaced: string;
@@ -50,6 +52,7 @@ function toRow(r: UserRecord): UserRow {
     uid: r.uid,
     node: r.node,
     generation: r.generation,
+    keys_changed_at: r.keysChangedAt,
     client_state: r.clientState,
     seen_client_states: JSON.stringify(r.seenClientStates),
     replaced: JSON.stringify(r.replaced),
@@ -66,6 +69,7 @@ function fromRow(row: UserRow): UserRecord {
     uid: row.uid,
     node: row.node,
     generation: row.generation,
+    keysChangedAt: row.keys_changed_at,
     clientState: row.client_state,
     seenClientStates: JSON.parse(row.seen_client_states) as string[],
     replaced: (JSON.parse(row.replaced) as ReplacedUser[]).map((r) => ({ ...r, released: r.released ?? false })),
@@ -75,16 +79,27 @@ function fromRow(row: UserRow): UserRecord {
   };
 }
 
-/** Files made before state_changes existed get the column; their users read as having made no change. */
-function addStateChanges(db: Database.Database): void {
+/** Adds a column that files made before it existed lack, unless it is there. */
+function addColumn(db: Database.Database, name: string, definition: string): void {
   const columns = db.prepare<[], { name: string }>('PRAGMA table_info(dir_users)').all();
-  if (columns.some((c) => c.name === 'state_changes')) return;
+  if (columns.some((c) => c.name === name)) return;
   try {
-    retryWhileBusy(() => db.exec("ALTER TABLE dir_users ADD COLUMN state_changes TEXT NOT NULL DEFAULT '[]'"));
+    retryWhileBusy(() => db.exec(`ALTER TABLE dir_users ADD COLUMN ${name} ${definition}`));
   } catch (err) {
     // Another process sharing the file added it first.
     if (!/duplicate column/i.test((err as Error).message)) throw err;
   }
+}
+
+/**
+ * Files made before these columns existed get them: their users read as having
+ * made no client-state change and supplied no keys_changed_at (NULL).
+ */
+function migrate(db: Database.Database): void {
+  addColumn(db, 'state_changes', "TEXT NOT NULL DEFAULT '[]'");
+  addColumn(db, 'keys_changed_at', 'INTEGER');
+  // RetireUser and RaiseGeneration find an account's records by e-mail alone.
+  db.exec('CREATE INDEX IF NOT EXISTS dir_users_email ON dir_users (email)');
 }
 
 export class SqliteUserStore implements UserStore {
@@ -94,19 +109,21 @@ export class SqliteUserStore implements UserStore {
     this.stmts = {
       get: db.prepare<[string, string], UserRow>('SELECT * FROM dir_users WHERE service = ? AND email = ?'),
       insert: db.prepare<[UserRow]>(
-        `INSERT INTO dir_users (service, email, uid, node, generation, client_state, seen_client_states, replaced, state_changes, created_at, version)
-         VALUES (@service, @email, @uid, @node, @generation, @client_state, @seen_client_states, @replaced, @state_changes, @created_at, @version)
+        `INSERT INTO dir_users (service, email, uid, node, generation, keys_changed_at, client_state, seen_client_states, replaced, state_changes, created_at, version)
+         VALUES (@service, @email, @uid, @node, @generation, @keys_changed_at, @client_state, @seen_client_states, @replaced, @state_changes, @created_at, @version)
          ON CONFLICT (service, email) DO NOTHING`,
       ),
       replace: db.prepare<[UserRow & { expected: number }]>(
-        `UPDATE dir_users SET uid = @uid, node = @node, generation = @generation, client_state = @client_state,
+        `UPDATE dir_users SET uid = @uid, node = @node, generation = @generation, keys_changed_at = @keys_changed_at, client_state = @client_state,
            seen_client_states = @seen_client_states, replaced = @replaced, state_changes = @state_changes, created_at = @created_at, version = @version
          WHERE service = @service AND email = @email AND version = @expected`,
       ),
+      byEmail: db.prepare<[string], UserRow>('SELECT * FROM dir_users WHERE email = ? ORDER BY service'),
       nextUid: db.prepare<[], { value: number }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value"),
       unassign: db.prepare<[string, string]>("UPDATE dir_users SET node = '', version = version + 1 WHERE service = ? AND node = ?"),
       liveCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
-        "SELECT service, node, count(*) AS n FROM dir_users WHERE (? = '' OR service = ?) GROUP BY service, node",
+        // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
+        "SELECT service, node, count(*) AS n FROM dir_users WHERE (? = '' OR service = ?) AND uid != 0 GROUP BY service, node",
       ),
       replacedCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
         `SELECT u.service AS service, json_extract(r.value, '$.node') AS node, count(*) AS n
@@ -119,7 +136,7 @@ export class SqliteUserStore implements UserStore {
   /** `file` is a path (parent folders are created) or `:memory:`. */
   static open(file: string): SqliteUserStore {
     const db = openSqlite(file, SCHEMA);
-    addStateChanges(db);
+    migrate(db);
     return new SqliteUserStore(db);
   }
 
@@ -134,6 +151,10 @@ export class SqliteUserStore implements UserStore {
 
   async replace(record: UserRecord, expectedVersion: number): Promise<boolean> {
     return this.stmts.replace.run({ ...toRow(record), expected: expectedVersion }).changes === 1;
+  }
+
+  async listByEmail(email: string): Promise<UserRecord[]> {
+    return this.stmts.byEmail.all(email).map(fromRow);
   }
 
   async nextUid(): Promise<number> {

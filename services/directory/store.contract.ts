@@ -39,6 +39,7 @@ export function sampleUser(overrides: Partial<UserRecord> = {}): UserRecord {
     uid: 1,
     node: '',
     generation: 0,
+    keysChangedAt: null,
     clientState: '',
     seenClientStates: [],
     replaced: [],
@@ -65,6 +66,7 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
       uid: 42,
       node: 'https://node1.example.com',
       generation: Number.MAX_SAFE_INTEGER,
+      keysChangedAt: 1_700_000_000_999,
       clientState: 'bbbb',
       seenClientStates: ['aaaa', 'a.b_c-d'],
       replaced: [{ uid: 7, node: 'https://node0.example.com', replacedAt: 1_700_000_000_123, released: true }],
@@ -73,6 +75,21 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
     });
     assert.equal(await store.insert(rec), true);
     assert.deepEqual(await store.get('sync', 'alice@example.com'), rec);
+  });
+
+  it('keysChangedAt null (none) and 0 are stored apart', async (store) => {
+    await store.insert(sampleUser({ email: 'none@example.com' }));
+    await store.insert(sampleUser({ email: 'zero@example.com', keysChangedAt: 0 }));
+    assert.equal((await store.get('sync', 'none@example.com'))?.keysChangedAt, null);
+    assert.equal((await store.get('sync', 'zero@example.com'))?.keysChangedAt, 0);
+  });
+
+  it('listByEmail returns the e-mail’s records in every service, ordered by service, and nothing else', async (store) => {
+    await store.insert(sampleUser({ service: 'sync', uid: 1 }));
+    await store.insert(sampleUser({ service: 'notes', uid: 2 }));
+    await store.insert(sampleUser({ service: 'sync', email: 'bob@example.com', uid: 3 }));
+    assert.deepEqual((await store.listByEmail('alice@example.com')).map((r) => [r.service, r.uid]), [['notes', 2], ['sync', 1]]);
+    assert.deepEqual(await store.listByEmail('nobody@example.com'), []);
   });
 
   it('insert of an existing (service, email) is refused and keeps the first record', async (store) => {

@@ -25,6 +25,8 @@ export interface UserRecord {
   seenClientStates: string[];
   /** Old uid/node pairs left behind by client-state changes, for clean-up; the newest MAX_REPLACED. */
   replaced: ReplacedUser[];
+  /** DESIGN §9.2, ms; null when none was ever supplied (and in records made before it existed). */
+  keysChangedAt: number | null;
   /** When (ms since epoch) the client-state changes of the last 24 hours happened, oldest first. Missing in old records: []. */
   stateChanges: number[];
   /** ms since epoch */
@@ -69,6 +71,8 @@ export interface UserStore {
   replace(record: UserRecord, expectedVersion: number): Promise<boolean>;
   /** A new uid: unique, increasing, never reused. */
   nextUid(): Promise<number>;
+  /** Every record of `email`, in any service. */
+  listByEmail(email: string): Promise<UserRecord[]>;
   /** Clears `node` (and bumps version) on every user of `service` on that node; returns how many. */
   unassignNode(service: string, node: string): Promise<number>;
   /** Users in (service, email) order after `q.after`, at most `q.limit`: a stable cursor under inserts and deletes. */
@@ -95,14 +99,4 @@ export function mergeCounts(
   for (const r of live) entry(r.service, r.node).live += r.n;
   for (const r of replaced) entry(r.service, r.node).replaced += r.n;
   return [...byKey.values()].sort((a, b) => (a.service === b.service ? (a.node < b.node ? -1 : 1) : a.service < b.service ? -1 : 1));
-}
-
-/** Opens the store STORE_URL names: `sqlite:<path>` or `mongodb://…`. */
-export async function openUserStore(storeUrl: string): Promise<UserStore> {
-  if (storeUrl.startsWith('sqlite:')) {
-    const { SqliteUserStore } = await import('./store-sqlite.js');
-    return SqliteUserStore.open(storeUrl.slice('sqlite:'.length));
-  }
-  const { MongoUserStore } = await import('./store-mongo.js');
-  return MongoUserStore.open(storeUrl);
 }

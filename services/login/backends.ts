@@ -7,7 +7,7 @@ import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
 import { InternalError } from '../../lib/errors.js';
 import { call, grpcClient, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
-import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginRequest, type User } from '../../lib/gen/directory.js';
+import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginRequest, type RetiredUser, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
 import type { LoginMetrics } from '../../lib/metrics.js';
 
@@ -33,6 +33,17 @@ export interface Backends {
   assignNode(req: AssignNodeRequest, requestId: string): Promise<AssignNodeReply & { user: User }>;
   /** Gives back one slot of a node. */
   release(service: string, url: string, requestId: string): Promise<void>;
+  /**
+   * Account deleted (DESIGN §9.4): directory RetireUser for `service` ('' = every
+   * application), then NodeAssign Release once for each retired uid that had a
+   * node. Idempotent: a second call retires and releases nothing. Returns what
+   * was retired. If a Release fails the error propagates, and that slot stays
+   * counted: the directory marked it released already, so a redelivery of the
+   * event finds nothing left to retire (a purge job would have to recount).
+   */
+  retireUser(email: string, service: string, requestId: string): Promise<RetiredUser[]>;
+  /** Password changed (DESIGN §9.4): directory RaiseGeneration; never lowers. Records raised. */
+  raiseGeneration(email: string, generation: number, requestId: string): Promise<number>;
   health(): Promise<BackendHealth>;
   close(): void;
 }
@@ -84,6 +95,17 @@ export function connectBackends(
     },
     async release(service, url, requestId) {
       await rpc('nodeassign.Release', nodeAssign, nodeAssign.release, { service, url }, requestId);
+    },
+    async retireUser(email, service, requestId) {
+      const { retired } = await rpc('directory.RetireUser', directory, directory.retireUser, { email, service }, requestId);
+      for (const r of retired) {
+        if (r.node !== '') await this.release(r.service, r.node, requestId);
+      }
+      return retired;
+    },
+    async raiseGeneration(email, generation, requestId) {
+      const { count } = await rpc('directory.RaiseGeneration', directory, directory.raiseGeneration, { email, generation }, requestId);
+      return count;
     },
     async health() {
       const [d, n] = await Promise.all([serving('directory', directoryHealth), serving('nodeassign', nodeAssignHealth)]);

@@ -40,13 +40,14 @@ export function apiEndpoint(node: string, version: string, uid: number): string 
 }
 
 /**
- * tokenlib's `fxa_kid`: zero-padded generation, a dash, the client state's
+ * tokenlib's `fxa_kid` (DESIGN §9.3): zero-padded keys_changed_at (or the
+ * generation when the user has none), a dash, the client state's
  * bytes in urlsafe base64 — the key id storage nodes of Mozilla's token
  * servers expect. Only defined for a hex client state.
  */
-export function keyId(generation: number, clientState: string): string | undefined {
+export function keyId(keysChangedAtOrGeneration: number, clientState: string): string | undefined {
   if (!/^(?:[0-9a-fA-F]{2})+$/.test(clientState)) return undefined;
-  return `${String(generation).padStart(13, '0')}-${Buffer.from(clientState, 'hex').toString('base64url')}`;
+  return `${String(keysChangedAtOrGeneration).padStart(13, '0')}-${Buffer.from(clientState, 'hex').toString('base64url')}`;
 }
 
 /** Hex characters of an opaque account id: as long as an FxA uid. */
@@ -61,7 +62,20 @@ const ACCOUNT_ID_LENGTH = 32;
 export function accountId(email: string, fxaDomain: string, key: Buffer): string {
   const at = email.lastIndexOf('@');
   if (at > 0 && email.slice(at + 1).toLowerCase() === fxaDomain) return email.slice(0, at);
-  return createHmac('sha256', key).update(email).digest('hex').slice(0, ACCOUNT_ID_LENGTH);
+  return hmacId(key, email);
+}
+
+/** The first ACCOUNT_ID_LENGTH hex characters of HMAC-SHA256(key, message). */
+function hmacId(key: string | Buffer, message: string): string {
+  return createHmac('sha256', key).update(message).digest('hex').slice(0, ACCOUNT_ID_LENGTH);
+}
+
+/**
+ * `hashed_fxa_uid` (DESIGN §9.3): the first 32 hex characters of
+ * HMAC-SHA256(METRICS_HASH_SECRET, account id), as Mozilla's servers compute it.
+ */
+export function hashedAccountId(key: string | Buffer, accountId: string): string {
+  return hmacId(key, accountId);
 }
 
 export interface TokenInputs {
@@ -70,6 +84,8 @@ export interface TokenInputs {
   /** accountId() of the user's e-mail. */
   fxaUid: string;
   generation: number;
+  /** The user's recorded keys_changed_at; undefined when none. */
+  keysChangedAt?: number;
   clientState: string;
   nowSeconds: number;
   duration: number;
@@ -85,7 +101,7 @@ export function tokenPayload(t: TokenInputs): TokenPayload {
     salt: t.salt,
     fxa_uid: t.fxaUid,
   };
-  const kid = keyId(t.generation, t.clientState);
+  const kid = keyId(t.keysChangedAt ?? t.generation, t.clientState);
   if (kid !== undefined) payload.fxa_kid = kid;
   return payload;
 }

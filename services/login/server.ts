@@ -16,9 +16,10 @@ import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
 import { versionEndpoint } from './actions/version.js';
-import { createAssertionVerifier, SCHEMES } from './assertion.js';
+import { WEBHOOK_PATH, webhookEndpoint } from './actions/webhook.js';
 import { connectBackends } from './backends.js';
 import { errorHandler } from './error-handler.js';
+import { createAuthenticator } from './schemes.js';
 import { requestContext, type LoginDeps } from './shared.js';
 
 export interface RunningLogin {
@@ -33,13 +34,14 @@ export function createApp(deps: LoginDeps): Koa {
   const router = new Router();
   // router.all: the endpoints answer 405 themselves, after their own 404 checks.
   router.all(TOKEN_PATH, ...(tokenEndpoint(deps) as Koa.Middleware[]));
+  if (deps.config.webhook) router.all(WEBHOOK_PATH, ...webhookEndpoint(deps, deps.config.webhook));
   router.all('/__heartbeat__', ...heartbeatEndpoint(deps));
   router.all('/__lbheartbeat__', ...lbHeartbeatEndpoint());
   router.all('/__version__', ...versionEndpoint());
 
   const app = new Koa();
   app.use(requestContext(deps.log, deps.metrics));
-  app.use(errorHandler({ log: deps.log, challenges: SCHEMES }));
+  app.use(errorHandler({ log: deps.log, challenges: deps.auth.challenges }));
   app.use(router.routes());
   app.use(async function unknownPath() {
     throw new NotFound('no such endpoint');
@@ -78,19 +80,12 @@ function reloadAllowListOnHangup(config: LoginConfig, log: Logger): () => void {
 
 export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   const log = logger('login');
-  const verifier = await createAssertionVerifier({
-    trustedIssuers: config.trustedIssuers,
-    audiences: config.audiences,
-    skewSeconds: config.assertionSkew,
-    maxAssertionLifetime: config.maxAssertionLifetime,
-    maxCertificateLifetime: config.maxCertificateLifetime,
-    generationClaim: config.generationClaim,
-  });
+  const auth = await createAuthenticator(config);
   if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
   const metrics = new LoginMetrics();
   const backends = connectBackends(config, metrics);
   const loopDelay = watchLoopDelay();
-  const app = createApp({ config, verifier, backends, log, metrics, loopDelay });
+  const app = createApp({ config, auth, backends, log, metrics, loopDelay });
   const server = createServer(app.callback());
   answerClientErrors(server, log);
   try {

@@ -6,12 +6,13 @@ import { decideLoad, type LoopDelay } from '../../lib/load.js';
 import { flatLogger, type Logger } from '../../lib/log.js';
 import { statusStringOf, type LoginMetrics } from '../../lib/metrics.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
-import type { AssertionVerifier } from './assertion.js';
 import type { Backends } from './backends.js';
+import type { Authenticator } from './schemes.js';
 
 export interface LoginDeps {
   config: LoginConfig;
-  verifier: AssertionVerifier;
+  /** The enabled login schemes (schemes.ts). */
+  auth: Authenticator;
   backends: Backends;
   log: Logger;
   metrics: LoginMetrics;

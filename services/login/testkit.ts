@@ -26,7 +26,7 @@ export function jsonOrUndefined(text: string): unknown {
 
 export function httpRequest(
   url: string,
-  opts: { method?: string; headers?: Record<string, string>; timeoutMs?: number } = {},
+  opts: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
 ): Promise<HttpResponse> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: opts.method ?? 'GET', headers: opts.headers, timeout: opts.timeoutMs ?? 10_000 }, (res) => {
@@ -45,7 +45,7 @@ export function httpRequest(
     });
     req.on('timeout', () => req.destroy(new Error(`request to ${url} timed out`)));
     req.on('error', reject);
-    req.end();
+    req.end(opts.body);
   });
 }
 

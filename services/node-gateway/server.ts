@@ -35,6 +35,8 @@ export interface Gateway {
   url: string;
   /** Where /metrics is served (GATEWAY_METRICS_PORT), if anywhere. */
   metricsPort?: number;
+  /** The public node URL it guards (tokens name it). */
+  nodeUrl: string;
   close(): Promise<void>;
 }
 
@@ -73,12 +75,17 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-export async function startGateway(config: GatewayConfig): Promise<Gateway> {
+/**
+ * `nodeUrlFor`, when given, makes the public node URL from the port bound
+ * (the embedded stack with GATEWAY_PORT=0 and no NODE_URL); otherwise it is config.nodeUrl.
+ */
+export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: number) => string): Promise<Gateway> {
   const log = logger('node-gateway');
   /** The access line: flat, every value a string or a number. */
   const access = flatLogger(log);
-  const node = guardedNode(config.nodeUrl, config.masterSecrets);
-  const publicUrl = new URL(config.nodeUrl);
+  // Set once listening, before the first request can arrive.
+  let node = guardedNode(config.nodeUrl, config.masterSecrets);
+  let publicUrl = new URL(config.nodeUrl);
   const nonces = new NonceCache({ capacity: config.nonceCacheSize, perToken: config.noncePerToken, skewSeconds: config.hawkSkew });
   const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
@@ -199,6 +206,11 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   server.on('checkContinue', (req, res) => handle(req, res, true));
 
   const port = await listen(server, config.port, config.host);
+  const nodeUrl = nodeUrlFor ? nodeUrlFor(port) : config.nodeUrl;
+  if (nodeUrl !== config.nodeUrl) {
+    node = guardedNode(nodeUrl, config.masterSecrets);
+    publicUrl = new URL(nodeUrl);
+  }
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${shownHost}:${port}`;
   let exposed: RunningMetrics | undefined;
@@ -209,11 +221,12 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     app.agent.destroy();
     throw err;
   }
-  log.info({ port, url, nodeUrl: config.nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
+  log.info({ port, url, nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
 
   return {
     port,
     url,
+    nodeUrl,
     metricsPort: exposed?.port,
     close: async () => {
       await exposed?.close();

@@ -4,7 +4,7 @@ import { NodeAssignService } from '../../lib/gen/nodeassign.js';
 import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { nodeAssignService } from './service.js';
-import { openNodeStore } from './store.js';
+import { openNodeStore } from './open-store.js';
 
 export interface RunningNodeAssign {
   port: number;

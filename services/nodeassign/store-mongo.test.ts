@@ -16,7 +16,7 @@ import { after, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient, type Document } from 'mongodb';
 import { loadRatio, MongoNodeStore } from './store-mongo.js';
-import { openNodeStore } from './store.js';
+import { openNodeStore } from './open-store.js';
 import { nodeStoreContract, sampleNode } from './store.contract.js';
 import { MongoUserStore } from '../directory/store-mongo.js';
 import { sampleUser } from '../directory/store.contract.js';

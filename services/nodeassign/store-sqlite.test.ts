@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SqliteNodeStore } from './store-sqlite.js';
 import { SqliteUserStore } from '../directory/store-sqlite.js';
-import { openNodeStore } from './store.js';
+import { openNodeStore } from './open-store.js';
 import { nodeStoreContract, sampleNode } from './store.contract.js';
 import { sampleUser } from '../directory/store.contract.js';
 

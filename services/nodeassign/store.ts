@@ -52,13 +52,3 @@ export interface NodeStore {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
-
-/** Opens the store STORE_URL names: `sqlite:<path>` or `mongodb://…`. */
-export async function openNodeStore(storeUrl: string): Promise<NodeStore> {
-  if (storeUrl.startsWith('sqlite:')) {
-    const { SqliteNodeStore } = await import('./store-sqlite.js');
-    return SqliteNodeStore.open(storeUrl.slice('sqlite:'.length));
-  }
-  const { MongoNodeStore } = await import('./store-mongo.js');
-  return MongoNodeStore.open(storeUrl);
-}

@@ -10,11 +10,11 @@ import {
   UserNotAllowed,
 } from '../../../lib/errors.js';
 import { isAllowedUser } from '../../../lib/config.js';
-import { accountIdKey, makeToken, newSalt, nodeSecrets } from '../../../lib/token.js';
+import { accountIdKey, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
-import type { VerifiedAssertion } from '../assertion.js';
 import { sendJson } from '../error-handler.js';
-import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import type { Identity } from '../schemes.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
 export const TOKEN_PATH = '/1.0/:app/:version';
@@ -25,16 +25,17 @@ interface TokenState {
   app: string;
   version: string;
   clientState: string;
-  identity: VerifiedAssertion;
+  identity: Identity;
   user: User;
 }
 
 type TokenMiddleware = Middleware<TokenState, ParameterizedContext<TokenState> & { params: Record<string, string> }>;
 
 export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
-  const { config, verifier, backends, log } = deps;
+  const { config, auth, backends, log } = deps;
   // From the newest master secret, like the tokens it goes into.
   const accountKey = accountIdKey(config.masterSecrets[0]);
+  const metricsKey = config.metricsHashSecret ?? metricsHashKey(config.masterSecrets[0]);
 
   const knownApplication: TokenMiddleware = async function knownApplication(ctx, next) {
     const { app, version } = ctx.params;
@@ -63,8 +64,12 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     await next();
   };
 
-  const verifyAssertion: TokenMiddleware = async function verifyAssertion(ctx, next) {
-    ctx.state.identity = await verifier.verify(ctx.get('Authorization') || undefined);
+  /** The scheme named in Authorization verifies the credentials (schemes.ts). */
+  const authenticate: TokenMiddleware = async function authenticate(ctx, next) {
+    const identity = await auth.authenticate({ authorization: ctx.get('Authorization') || undefined, header: (name) => ctx.get(name) || undefined });
+    ctx.state.identity = identity;
+    // Bearer names the client state in X-KeyID (checked against X-Client-State there).
+    if (identity.clientState !== undefined) ctx.state.clientState = identity.clientState;
     await next();
   };
 
@@ -78,7 +83,15 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   const loginUser: TokenMiddleware = async function loginUser(ctx, next) {
     const { app, identity, clientState, requestId } = ctx.state;
     ctx.state.user = await backends.login(
-      { service: app, email: identity.email, generation: identity.generation, clientState, allowNewUsers: config.allowNewUsers },
+      {
+        service: app,
+        email: identity.email,
+        generation: identity.generation,
+        keysChangedAt: identity.keysChangedAt,
+        missingGenerationIsNone: identity.missingGenerationIsNone,
+        clientState,
+        allowNewUsers: config.allowNewUsers,
+      },
       requestId,
     );
     await next();
@@ -117,18 +130,28 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     const { version, user, identity } = ctx.state;
     const duration = tokenDuration(ctx.query.duration, config.tokenDuration);
     const secret = nodeSecrets(config.masterSecrets, user.node)[0];
+    const fxaUid = accountId(identity.email, config.oauthEmailDomain, accountKey);
     const payload = tokenPayload({
       uid: user.uid,
       node: user.node,
-      fxaUid: accountId(identity.email, config.oauthEmailDomain, accountKey),
+      fxaUid,
       generation: user.generation,
+      keysChangedAt: user.keysChangedAt,
       clientState: user.clientState,
       nowSeconds: Date.now() / 1000,
       duration,
       salt: newSalt(),
     });
     const { id, key } = makeToken(payload, secret);
-    sendJson(ctx, 200, { id, key, uid: user.uid, api_endpoint: apiEndpoint(user.node, version, user.uid), duration, hashalg: 'sha256' });
+    sendJson(ctx, 200, {
+      id,
+      key,
+      uid: user.uid,
+      api_endpoint: apiEndpoint(user.node, version, user.uid),
+      duration,
+      hashalg: 'sha256',
+      hashed_fxa_uid: hashedAccountId(metricsKey, fxaUid),
+    });
   };
 
   return [
@@ -138,7 +161,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     notInMaintenance,
     acceptJson,
     checkClientState,
-    verifyAssertion,
+    authenticate,
     allowedUser,
     loginUser,
     assignNode,

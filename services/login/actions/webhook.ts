@@ -1,0 +1,93 @@
+// POST /1.0/webhooks/fxa/events — account events (DESIGN §9.4), on when
+// WEBHOOK_JWKS is set. `Authorization: Bearer <security event token>`: the
+// token's claims name the account (`sub`) and its events. Each event is
+// idempotent, so a redelivery changes nothing more.
+import type { Middleware } from 'koa';
+import type { WebhookConfig } from '../../../lib/config.js';
+import { BadRequest, InvalidCredentials, PayloadTooLarge } from '../../../lib/errors.js';
+import { splitAuthorization } from '../authorization.js';
+import { localJwtVerifier } from '../jwks.js';
+import { allowMethods, type LoginDeps } from '../shared.js';
+
+export const WEBHOOK_PATH = '/1.0/webhooks/fxa/events';
+export const EVENT_BASE = 'https://schemas.accounts.firefox.com/event/';
+export const DELETE_USER = `${EVENT_BASE}delete-user`;
+export const PASSWORD_CHANGE = `${EVENT_BASE}password-change`;
+/** Larger bodies are refused unread (the event is in the token; a body is only checked to be JSON). */
+const MAX_BODY_BYTES = 65_536;
+const SUB = /^[A-Za-z0-9_-]{1,64}$/;
+
+export type AccountEvent =
+  | { kind: 'delete-user' }
+  /** The generation to raise to: changeTime − 1. */
+  | { kind: 'password-change'; generation: number }
+  | { kind: 'ignored'; uri: string };
+
+/** The account and its events from a verified token's claims; BadRequest when they are malformed. */
+export function accountEvents(claims: Record<string, unknown>): { sub: string; events: AccountEvent[] } {
+  const { sub, events } = claims;
+  if (typeof sub !== 'string' || !SUB.test(sub)) throw new BadRequest('"sub" must be an account id', { location: 'body', field: 'sub' });
+  if (typeof events !== 'object' || events === null || Array.isArray(events)) {
+    throw new BadRequest('"events" must be an object keyed by event URI', { location: 'body', field: 'events' });
+  }
+  return {
+    sub,
+    events: Object.entries(events).map(([uri, body]): AccountEvent => {
+      if (uri === DELETE_USER) return { kind: 'delete-user' };
+      if (uri !== PASSWORD_CHANGE) return { kind: 'ignored', uri };
+      const changeTime = (body as { changeTime?: unknown } | null)?.changeTime;
+      if (typeof changeTime !== 'number' || !Number.isSafeInteger(changeTime) || changeTime < 1) {
+        throw new BadRequest('password-change needs "changeTime", a positive integer (ms)', { location: 'body', field: 'changeTime' });
+      }
+      return { kind: 'password-change', generation: changeTime - 1 };
+    }),
+  };
+}
+
+/** A JSON body or none: anything else is malformed (400). */
+async function checkBody(req: NodeJS.ReadableStream): Promise<void> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new PayloadTooLarge(`at most ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return;
+  try {
+    JSON.parse(text);
+  } catch {
+    throw new BadRequest('the body must be JSON (or empty)', { location: 'body', field: 'body' });
+  }
+}
+
+export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middleware[] {
+  const verifyJwt = localJwtVerifier(webhook.jwks, 'WEBHOOK_JWKS', ['RS256']);
+  const { config, backends, log } = deps;
+
+  const handleEvents: Middleware = async function handleEvents(ctx) {
+    const { name, credentials } = splitAuthorization(ctx.get('Authorization') || undefined);
+    if (name.toLowerCase() !== 'bearer' || credentials === '') throw new InvalidCredentials('expected Authorization: Bearer <security event token>');
+    // Checked even though the event is in the token, so a truncated delivery is a 400, not a silent 200.
+    await checkBody(ctx.req);
+    const claims = await verifyJwt(credentials, { audience: webhook.audience, issuer: webhook.issuer, clockTolerance: config.assertionSkew });
+    const { sub, events } = accountEvents(claims);
+    const email = `${sub}@${config.oauthEmailDomain}`;
+    const requestId = ctx.state.requestId as string;
+    for (const event of events) {
+      if (event.kind === 'delete-user') {
+        const retired = await backends.retireUser(email, '', requestId);
+        log.info({ requestId, event: 'delete-user', retired: retired.length }, 'account event');
+      } else if (event.kind === 'password-change') {
+        const raised = await backends.raiseGeneration(email, event.generation, requestId);
+        log.info({ requestId, event: 'password-change', raised }, 'account event');
+      } else {
+        log.info({ requestId, event: event.uri.slice(0, 200) }, 'account event ignored');
+      }
+    }
+    ctx.status = 200;
+    ctx.body = '';
+  };
+  return [allowMethods(['POST']), handleEvents];
+}

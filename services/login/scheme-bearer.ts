@@ -1,0 +1,86 @@
+// The Bearer scheme (DESIGN §9.1): an OAuth access token (JWT, typ at+jwt)
+// signed by a key of OAUTH_JWKS, plus `X-KeyID: <keys_changed_at>-<client
+// state>`. On when OAUTH_JWKS is set. The checks of claims and X-KeyID are
+// pure functions; the signature and times are jose's (jwks.ts).
+import { InvalidClientState, InvalidCredentials, InvalidKeyId } from '../../lib/errors.js';
+import { base64UrlDecode, parseGeneration } from './assertion.js';
+import { localJwtVerifier } from './jwks.js';
+import type { SchemeFactory } from './schemes.js';
+
+export const KEY_ID_HEADER = 'X-KeyID';
+/** DESIGN §9.1: the account id. */
+const SUB = /^[A-Za-z0-9_-]{1,64}$/;
+/** Visible ASCII only (RFC 5234 VCHAR). */
+const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
+/** At most 16 decimal digits, so a safe integer is checked by Number.isSafeInteger. */
+const KCA = /^[0-9]{1,16}$/;
+/** The record's client state is at most 32 hex characters: 16 bytes. */
+const MAX_CLIENT_STATE_BYTES = 16;
+const MAX_KEY_ID_LENGTH = 64;
+
+export interface KeyId {
+  /** Absent for 0: none. */
+  keysChangedAt?: number;
+  /** Lowercase hex of the client state's bytes. */
+  clientState: string;
+}
+
+/** `X-KeyID: <kca>-<base64url client state>`: missing or not visible ASCII → invalid-key-id; other malformations → invalid-credentials. */
+export function parseKeyId(value: string | undefined): KeyId {
+  if (value === undefined || value === '' || !VISIBLE_ASCII.test(value)) throw new InvalidKeyId('X-KeyID is required: <keys_changed_at>-<client state>');
+  if (value.length > MAX_KEY_ID_LENGTH) throw new InvalidCredentials('X-KeyID is too long', { field: KEY_ID_HEADER });
+  const dash = value.indexOf('-');
+  const kca = value.slice(0, dash);
+  const state = dash < 0 ? null : base64UrlDecode(value.slice(dash + 1));
+  if (dash < 0 || !KCA.test(kca) || !Number.isSafeInteger(Number(kca)) || state === null || state.length > MAX_CLIENT_STATE_BYTES) {
+    throw new InvalidCredentials('X-KeyID must be <keys_changed_at>-<base64url client state>', { field: KEY_ID_HEADER });
+  }
+  const keysChangedAt = Number(kca);
+  return { ...(keysChangedAt > 0 ? { keysChangedAt } : {}), clientState: state.toString('hex') };
+}
+
+/** X-Client-State, when sent, must name the same state as X-KeyID. */
+export function checkClientStateHeader(sent: string | undefined, keyId: KeyId): void {
+  if (sent !== undefined && sent !== '' && sent.toLowerCase() !== keyId.clientState) {
+    throw new InvalidClientState('X-Client-State does not match X-KeyID');
+  }
+}
+
+/** The account id and generation of a verified access token; InvalidCredentials when its scope or sub is wrong. */
+export function accessTokenClaims(payload: Record<string, unknown>, scope: string): { sub: string; generation?: number } {
+  const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
+  if (!scopes.includes(scope)) throw new InvalidCredentials(`token scope must include ${scope}`);
+  const sub = payload.sub;
+  if (typeof sub !== 'string' || !SUB.test(sub)) throw new InvalidCredentials('token "sub" must be 1 to 64 characters of [A-Za-z0-9_-]');
+  // fxa-generation is in ms; 0 means none.
+  const generation = parseGeneration(payload['fxa-generation']);
+  return generation ? { sub, generation } : { sub };
+}
+
+export const bearerScheme: SchemeFactory = async (config) => {
+  const bearer = config.bearer;
+  if (!bearer) return null;
+  const verifyJwt = localJwtVerifier(bearer.jwks, 'OAUTH_JWKS', ['RS256', 'ES256']);
+  return {
+    names: ['Bearer'],
+    async verify(credentials, request) {
+      const payload = await verifyJwt(credentials, {
+        typ: 'at+jwt',
+        issuer: bearer.issuer,
+        requiredClaims: ['exp'],
+        clockTolerance: config.assertionSkew,
+        currentDate: request.nowMs === undefined ? undefined : new Date(request.nowMs),
+      });
+      const { sub, generation } = accessTokenClaims(payload, bearer.scope);
+      const keyId = parseKeyId(request.header(KEY_ID_HEADER));
+      checkClientStateHeader(request.header('X-Client-State'), keyId);
+      return {
+        email: `${sub}@${config.oauthEmailDomain}`,
+        ...(generation !== undefined ? { generation } : {}),
+        ...(keyId.keysChangedAt !== undefined ? { keysChangedAt: keyId.keysChangedAt } : {}),
+        clientState: keyId.clientState,
+        missingGenerationIsNone: true,
+      };
+    },
+  };
+};

@@ -1,0 +1,76 @@
+// Login schemes (DESIGN §4, §9.1): the scheme named in the Authorization
+// header picks the verifier. Each scheme is a module exporting one
+// `SchemeFactory`; the list below is every scheme there is, and configuration
+// decides which are on. A third scheme is one new file and one line here.
+import type { LoginConfig } from '../../lib/config.js';
+import { Unauthorized } from '../../lib/errors.js';
+import { splitAuthorization } from './authorization.js';
+import { assertionScheme } from './scheme-assertion.js';
+import { bearerScheme } from './scheme-bearer.js';
+
+/** Who logged in, as the directory's rules need it. */
+export interface Identity {
+  /** Normalised (lib/email.ts). */
+  email: string;
+  /** Absent when the credentials carry none. */
+  generation?: number;
+  /** DESIGN §9.2, ms; absent when none. */
+  keysChangedAt?: number;
+  /** The client state the credentials name (Bearer's X-KeyID), lowercase hex; replaces X-Client-State. */
+  clientState?: string;
+  /** DESIGN §9.2's reading of a missing generation (Bearer); otherwise #13's "counts as 0" (BrowserID). */
+  missingGenerationIsNone?: boolean;
+}
+
+/** What a scheme may read of the request. */
+export interface AuthRequest {
+  /** The whole Authorization header. */
+  authorization: string;
+  /** A request header; undefined when absent. */
+  header(name: string): string | undefined;
+  nowMs?: number;
+}
+
+export interface AuthScheme {
+  /** Names it answers to in the Authorization header (case-insensitive); each is one WWW-Authenticate challenge. */
+  readonly names: readonly string[];
+  verify(credentials: string, request: AuthRequest): Promise<Identity>;
+}
+
+/** Builds the scheme from the configuration, or null when the configuration leaves it off. */
+export type SchemeFactory = (config: LoginConfig) => Promise<AuthScheme | null>;
+
+/** Every scheme, in challenge order. */
+const FACTORIES: readonly SchemeFactory[] = [assertionScheme, bearerScheme];
+
+export interface Authenticator {
+  /** One per enabled scheme name, for every 401. */
+  readonly challenges: readonly string[];
+  authenticate(request: Omit<AuthRequest, 'authorization'> & { authorization: string | undefined }): Promise<Identity>;
+}
+
+/** The scheme for `name`, case-insensitively, among `schemes`. */
+export function schemeFor(schemes: readonly AuthScheme[], name: string): AuthScheme | undefined {
+  const lower = name.toLowerCase();
+  return schemes.find((s) => s.names.some((n) => n.toLowerCase() === lower));
+}
+
+export function authenticator(schemes: readonly AuthScheme[]): Authenticator {
+  const challenges = schemes.flatMap((s) => s.names);
+  return {
+    challenges,
+    async authenticate(request) {
+      const { name, credentials } = splitAuthorization(request.authorization);
+      const scheme = schemeFor(schemes, name);
+      if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${challenges.join(' or ')}`);
+      if (credentials === '') throw new Unauthorized('missing credentials');
+      return scheme.verify(credentials, { ...request, authorization: request.authorization! });
+    },
+  };
+}
+
+/** The enabled schemes (lib/config.ts guarantees at least one). */
+export async function createAuthenticator(config: LoginConfig): Promise<Authenticator> {
+  const schemes = (await Promise.all(FACTORIES.map((f) => f(config)))).filter((s): s is AuthScheme => s !== null);
+  return authenticator(schemes);
+}

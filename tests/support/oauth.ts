@@ -1,0 +1,43 @@
+// OAuth access tokens and security event tokens for tests (DESIGN §9.1, §9.4),
+// signed with jose by keys made here, and the JWKS files login reads.
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
+
+export const OLDSYNC_SCOPE = 'https://identity.mozilla.com/apps/oldsync';
+
+export interface SigningKey {
+  alg: 'RS256' | 'ES256';
+  kid: string;
+  privateKey: CryptoKey;
+  publicJwk: JWK;
+}
+
+export async function signingKey(alg: SigningKey['alg'], kid: string): Promise<SigningKey> {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  return { alg, kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, use: 'sig' } };
+}
+
+/** Writes `{"keys": [...]}` to `dir/name` and returns the path. */
+export function writeJwks(dir: string, name: string, keys: SigningKey[]): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, JSON.stringify({ keys: keys.map((k) => k.publicJwk) }));
+  return file;
+}
+
+/** A compact JWT with `claims`; `header` overrides the protected header (`kid: undefined` leaves it out). */
+export async function signJwt(key: SigningKey, claims: JWTPayload, header: Record<string, unknown> = {}): Promise<string> {
+  const protectedHeader = Object.fromEntries(Object.entries({ alg: key.alg, kid: key.kid, ...header }).filter(([, v]) => v !== undefined));
+  return new SignJWT(claims).setProtectedHeader(protectedHeader as { alg: string }).sign(key.privateKey);
+}
+
+/** An access token for `sub`, valid for a minute unless `claims` say otherwise. */
+export function accessToken(key: SigningKey, sub: string, claims: JWTPayload = {}, header: Record<string, unknown> = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return signJwt(key, { sub, scope: `profile ${OLDSYNC_SCOPE}`, iat: now, exp: now + 60, ...claims }, { typ: 'at+jwt', ...header });
+}
+
+/** `X-KeyID: <kca>-<base64url of the hex client state's bytes>`. */
+export function keyIdHeader(keysChangedAt: number, clientStateHex: string): string {
+  return `${keysChangedAt}-${Buffer.from(clientStateHex, 'hex').toString('base64url')}`;
+}
