@@ -59,12 +59,36 @@ test('global options may come before or after the command', () => {
   const b = run(['nodes', 'list', '--json', '--nodeassign=na:1234']);
   assert.deepEqual(a, b);
   assert.equal(a.globals.json, true);
-  assert.deepEqual(a.globals.addrs, { nodeassign: 'na:1234' });
+  assert.deepEqual(a.globals.addrs, { nodeassign: 'na:1234', directory: '127.0.0.1:50051' });
+});
+
+test('users purge / users list / backup: durations, defaults, secrets only when the node deletes need them', () => {
+  const p = command(['users', 'purge', '--grace', '12h', '--max', '5', '--app', 'sync'], { MASTER_SECRETS: 'a'.repeat(64) });
+  assert.equal(p.kind, 'users purge');
+  if (p.kind !== 'users purge') return;
+  assert.equal(p.graceMs, 12 * 3600 * 1000);
+  assert.equal(p.max, 5);
+  assert.equal(p.app, 'sync');
+  assert.deepEqual(p.masterSecrets, ['a'.repeat(64)]);
+  assert.deepEqual([...p.versions.get('sync')!], ['1.5']);
+  const d = command(['users', 'purge', '--dry-run']);
+  assert.ok(d.kind === 'users purge' && d.graceMs === 7 * 86_400_000 && d.masterSecrets.length === 0 && d.max === Number.MAX_SAFE_INTEGER);
+  const k = command(['users', 'purge', '--skip-node-delete'], { PURGE_KEEP_CLIENT_STATES: '3' });
+  assert.ok(k.kind === 'users purge' && k.keepClientStates === 3 && k.masterSecrets.length === 0);
+  usageError(['users', 'purge'], /MASTER_SECRETS: is required/, { DATA_DIR: '/nonexistent-i-ops' });
+  usageError(['users', 'purge', '--grace', '7w', '--dry-run'], /--grace: expected a duration/);
+  usageError(['users', 'purge', '--dry-run', '--keep-client-states', 'x'], /--keep-client-states: must be a whole number/);
+  assert.deepEqual(command(['users', 'list', 'sync', '--replaced', '--node', 'https://n.example', '--limit', '5', '--after', 'c']), {
+    kind: 'users list', app: 'sync', node: 'https://n.example', replaced: true, limit: 5, after: 'c',
+  });
+  usageError(['users', 'list', 'sync', '--limit', '0'], /--limit: must be between 1 and 1000/);
+  assert.deepEqual(command(['backup', '/tmp/b.db'], { DATA_DIR: '/d' }), { kind: 'backup', file: '/tmp/b.db', source: '/d/tokenserver.db' });
+  usageError(['backup', '/tmp/b.db'], /mongodump/, { STORE_URL: 'mongodb://m/x' });
 });
 
 test('addresses: flag over environment over default, only for the backends a command uses', () => {
-  assert.deepEqual(run(['nodes', 'list']).globals.addrs, { nodeassign: '127.0.0.1:50052' });
-  assert.deepEqual(run(['nodes', 'list'], { NODEASSIGN_ADDR: 'nodeassign:50052' }).globals.addrs, { nodeassign: 'nodeassign:50052' });
+  assert.deepEqual(run(['nodes', 'down', 'sync', 'http://n']).globals.addrs, { nodeassign: '127.0.0.1:50052' });
+  assert.deepEqual(run(['nodes', 'down', 'sync', 'http://n'], { NODEASSIGN_ADDR: 'nodeassign:50052' }).globals.addrs, { nodeassign: 'nodeassign:50052' });
   assert.deepEqual(run(['nodes', 'remove', 'sync', 'http://n', '--directory', 'd:1'], { DIRECTORY_ADDR: 'x:2' }).globals.addrs, {
     nodeassign: '127.0.0.1:50052',
     directory: 'd:1',

@@ -4,10 +4,11 @@
 // names. Bad input is a UsageError (exit 2).
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULTS, address, applications, grpcTls, int, internalSecret, list, str, url, type Env } from '../lib/config.js';
-import { readDevInternalSecret } from '../lib/dev-secrets.js';
+import { DEFAULTS, address, applications, domain, grpcTls, int, internalSecret, list, masterSecrets, storeUrl, str, url, type Env } from '../lib/config.js';
+import { readDevInternalSecret, readDevMasterSecrets } from '../lib/dev-secrets.js';
 import type { ClientAuth } from '../lib/grpc.js';
 import { ConfigError } from '../lib/errors.js';
+import type { PurgeOptions } from './purge.js';
 
 export const PROGRAM = 'tokenserver-cli';
 
@@ -33,6 +34,10 @@ export type Command =
   | { kind: 'nodes update'; app: string; url: string; patch: NodePatch }
   | { kind: 'nodes remove'; app: string; url: string }
   | { kind: 'users show'; app: string; email: string }
+  | { kind: 'users retire'; app: string; email: string }
+  | { kind: 'users list'; app: string; node?: string; replaced: boolean; limit: number; after: string }
+  | ({ kind: 'users purge' } & PurgeOptions)
+  | { kind: 'backup'; file: string; source: string }
   | { kind: 'setup'; apps: string[]; url: string; capacity: number; devIdpDir: string }
   | { kind: 'dev assertion'; email: string; audience: string; generation?: number; ttlSeconds?: number; dataDir: string; generationClaim: string }
   | { kind: 'dev init'; dataDir: string; trustedIssuersFile: string }
@@ -112,6 +117,25 @@ export function wholeNumber(name: string, v: string | boolean | undefined, min =
   return viaConfig(name, v, (env, n) => int(env, n, 0, min, max));
 }
 
+/** A duration like 30s, 15m, 12h, 7d (a bare number is seconds) → milliseconds. */
+export function durationArg(name: string, v: string | boolean | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const m = typeof v === 'string' ? /^(\d{1,9})([smhd]?)$/.exec(v.trim()) : null;
+  if (!m) throw new UsageError(`${name}: expected a duration like 30s, 15m, 12h or 7d, got ${JSON.stringify(v)}`);
+  const unit = { '': 1, s: 1, m: 60, h: 3600, d: 86_400 }[m[2] as '' | 's' | 'm' | 'h' | 'd'];
+  return Number(m[1]) * unit * 1000;
+}
+
+/** How long a purge's claim keeps other purgers off a record: longer than its node deletes take. */
+const PURGE_LEASE_MS = 10 * 60_000;
+
+/** The SQLite file STORE_URL names; a MongoDB store is backed up with mongodump. */
+function sqliteFile(env: Env): string {
+  const u = storeUrl(env);
+  if (!u.startsWith('sqlite:')) throw new UsageError('STORE_URL is a MongoDB: back it up with mongodump (README "Operating it")');
+  return u.slice('sqlite:'.length);
+}
+
 function required<T>(name: string, v: T | undefined): T {
   if (v === undefined) throw new UsageError(`${name} is required`);
   return v;
@@ -162,9 +186,9 @@ export const COMMANDS: CommandSpec[] = [
   {
     name: 'nodes list',
     args: ['[app]'],
-    summary: 'list nodes (of one application, or all)',
+    summary: 'list nodes (of one application, or all) with their live users',
     options: {},
-    needs: ['nodeassign'],
+    needs: ['nodeassign', 'directory'],
     build: (a) => ({ kind: 'nodes list', app: a.app === undefined ? '' : appArg(a.app) }),
   },
   nodeUpdate('nodes update', "change a node's capacity", (o) => ({ capacity: required('--capacity', wholeNumber('--capacity', o.capacity)) }), {
@@ -190,6 +214,81 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     needs: ['directory'],
     build: (a) => ({ kind: 'users show', app: appArg(a.app!), email: emailArg(a.email!) }),
+  },
+  {
+    name: 'users retire',
+    args: ['<app>', '<email>'],
+    summary: "retire a user (account deleted): the live record becomes a replaced one, its node slot goes back; the next login gets a new uid",
+    options: {},
+    needs: ['directory', 'nodeassign'],
+    build: (a) => ({ kind: 'users retire', app: appArg(a.app!), email: emailArg(a.email!) }),
+  },
+  {
+    name: 'users list',
+    args: ['<app>'],
+    summary: 'list users a page at a time (--after continues where the last page ended)',
+    options: {
+      node: { type: 'string', value: 'URL', description: 'only users on this node (with --replaced: with a replaced record there)' },
+      replaced: { type: 'boolean', description: 'list replaced records (old uids waiting for purge) instead of live users' },
+      limit: { type: 'string', value: 'N', description: 'users per page, 1 to 1000 (default 100)' },
+      after: { type: 'string', value: 'CURSOR', description: 'the cursor printed after the previous page' },
+    },
+    needs: ['directory'],
+    build: (a, o) => ({
+      kind: 'users list',
+      app: appArg(a.app!),
+      node: typeof o.node === 'string' ? urlArg(o.node, '--node') : undefined,
+      replaced: o.replaced === true,
+      limit: wholeNumber('--limit', o.limit, 1, 1000) ?? 100,
+      after: typeof o.after === 'string' ? o.after : '',
+    }),
+  },
+  {
+    name: 'users purge',
+    args: [],
+    summary: "delete replaced records past the grace period (their data on the node first) and trim seen client states",
+    options: {
+      app: { type: 'string', value: 'APP', description: 'only this application (default: all)' },
+      grace: { type: 'string', value: 'DURATION', description: `keep records replaced more recently than this (default ${DEFAULTS.PURGE_GRACE_SECONDS / 86_400}d)` },
+      max: { type: 'string', value: 'N', description: 'purge at most this many records in this run' },
+      'keep-client-states': {
+        type: 'string',
+        value: 'N',
+        description: `seen client states kept per user (default: PURGE_KEEP_CLIENT_STATES or ${DEFAULTS.PURGE_KEEP_CLIENT_STATES})`,
+      },
+      'dry-run': { type: 'boolean', description: 'report what would be done, change nothing' },
+      'skip-node-delete': { type: 'boolean', description: "delete the records without deleting the users' data on their nodes" },
+    },
+    needs: ['directory', 'nodeassign'],
+    build: (_a, o, env) => {
+      const dryRun = o['dry-run'] === true;
+      const skipNodeDelete = o['skip-node-delete'] === true;
+      // Minting the node-delete tokens needs the master secrets; next to `npm start` the generated ones.
+      const needSecrets = !dryRun && !skipNodeDelete;
+      return {
+        kind: 'users purge',
+        app: typeof o.app === 'string' ? appArg(o.app) : '',
+        graceMs: durationArg('--grace', o.grace) ?? DEFAULTS.PURGE_GRACE_SECONDS * 1000,
+        max: wholeNumber('--max', o.max, 1) ?? Number.MAX_SAFE_INTEGER,
+        dryRun,
+        skipNodeDelete,
+        keepClientStates:
+          wholeNumber('--keep-client-states', o['keep-client-states']) ?? int(env, 'PURGE_KEEP_CLIENT_STATES', DEFAULTS.PURGE_KEEP_CLIENT_STATES, 0, 1000),
+        leaseMs: PURGE_LEASE_MS,
+        masterSecrets: needSecrets ? masterSecrets(env, readDevMasterSecrets(str(env, 'DATA_DIR', DEFAULTS.DATA_DIR))) : [],
+        versions: applications(env),
+        oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
+        deadlineMs: DEFAULTS.UPSTREAM_TIMEOUT_MS,
+      };
+    },
+  },
+  {
+    name: 'backup',
+    args: ['<file>'],
+    summary: "copy the SQLite store online (SQLite's backup API) and verify the copy",
+    options: {},
+    needs: [],
+    build: (a, _o, env) => ({ kind: 'backup', file: a.file!, source: sqliteFile(env) }),
   },
   {
     name: 'setup',

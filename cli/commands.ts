@@ -11,7 +11,8 @@ import { call, grpcClient, type ClientAuth } from '../lib/grpc.js';
 import { DirectoryClient } from '../lib/gen/directory.js';
 import { NodeAssignClient, type Node } from '../lib/gen/nodeassign.js';
 import type { Backend, Command, Globals } from './args.js';
-import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser } from './format.js';
+import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser, formatUserList } from './format.js';
+import { formatPurge, purge } from './purge.js';
 
 /** A failure to report in one line (exit 1). */
 export class CliFailure extends Error {}
@@ -19,6 +20,8 @@ export class CliFailure extends Error {}
 export interface Output {
   json: unknown;
   text: string;
+  /** Exit status when not 0: the command ran but part of it failed (printed in the output). */
+  code?: number;
 }
 
 type Clients = { directory: DirectoryClient; nodeassign: NodeAssignClient };
@@ -199,7 +202,10 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
       return nodesAdd(b, cmd);
     case 'nodes list': {
       const { nodes } = await b.rpc('nodeassign', (c) => c.listNodes, { service: cmd.app });
-      return { json: { nodes }, text: formatNodes(nodes) };
+      const { counts } = await b.rpc('directory', (c) => c.countUsers, { service: cmd.app });
+      const live = (n: Node) => counts.find((c) => c.service === n.service && c.node === n.url)?.live ?? 0;
+      const withUsers = nodes.map((n) => ({ ...n, liveUsers: live(n) }));
+      return { json: { nodes: withUsers }, text: formatNodes(withUsers) };
     }
     case 'nodes update': {
       const { node } = await b.rpc('nodeassign', (c) => c.updateNode, { service: cmd.app, url: cmd.url, ...cmd.patch });
@@ -211,6 +217,33 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
       const { user } = await b.rpc('directory', (c) => c.getUser, { service: cmd.app, email: cmd.email });
       if (!user) throw new CliFailure('the service returned no user');
       return { json: { user }, text: formatUser(user) };
+    }
+    case 'users retire': {
+      // The directory operation the account-events webhook uses; then each retired uid's slot goes back, as login does.
+      const { retired } = await b.rpc('directory', (c) => c.retireUser, { email: cmd.email, service: cmd.app });
+      for (const r of retired) if (r.node !== '') await b.rpc('nodeassign', (c) => c.release, { service: r.service, url: r.node });
+      const text = retired.length > 0 ? retired.map((r) => `retired ${r.service} uid ${r.uid}${r.node ? ` on ${r.node}` : ''}\n`).join('') : 'nothing to retire (retired already, or no such user)\n';
+      return { json: { retired }, text };
+    }
+    case 'users list': {
+      const { users, next } = await b.rpc('directory', (c) => c.listUsers, {
+        service: cmd.app,
+        node: cmd.node,
+        replaced: cmd.replaced,
+        limit: cmd.limit,
+        after: cmd.after,
+      });
+      return { json: { users, next: next || null }, text: formatUserList(users, next, cmd.replaced, cmd.node) };
+    }
+    case 'users purge': {
+      const summary = await purge(b, cmd);
+      // A node that failed keeps its records for the next run; exit 1 so cron mails about it.
+      return { json: summary, text: formatPurge(summary), code: summary.failed.length > 0 ? 1 : 0 };
+    }
+    case 'backup': {
+      const { backupSqlite } = await import('./backup.js');
+      const r = await backupSqlite(cmd.source, cmd.file);
+      return { json: r, text: `backed up ${r.source} to ${r.file} (${r.pages} pages, ${r.bytes} bytes, integrity ok)\n` };
     }
     case 'setup':
       return setup(b, cmd);

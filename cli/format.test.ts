@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Node } from '../lib/gen/nodeassign.js';
 import type { User } from '../lib/gen/directory.js';
-import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser, nodeState, table } from './format.js';
+import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser,
+  formatUserList, nodeState, table } from './format.js';
 
 const node = (over: Partial<Node> = {}): Node => ({
   service: 'sync',
@@ -28,12 +29,12 @@ test('table aligns columns and leaves the last one unpadded', () => {
 
 test('formatNodes: a header and one row per node, or "no nodes"', () => {
   assert.equal(formatNodes([]), 'no nodes\n');
-  const text = formatNodes([node(), node({ service: 'notes', url: 'https://n2.example', downed: true })]);
+  const text = formatNodes([{ ...node(), liveUsers: 2 }, { ...node({ service: 'notes', url: 'https://n2.example', downed: true }), liveUsers: 0 }]);
   const lines = text.trimEnd().split('\n');
   assert.equal(lines.length, 3);
-  assert.match(lines[0], /^APP\s+URL\s+CAPACITY\s+LOAD\s+AVAILABLE\s+STATE$/);
-  assert.match(lines[1], /^sync\s+https:\/\/n1\.example\s+100\s+3\s+97\s+up$/);
-  assert.match(lines[2], /^notes\s+https:\/\/n2\.example\s+100\s+3\s+97\s+down$/);
+  assert.match(lines[0], /^APP\s+URL\s+CAPACITY\s+LOAD\s+AVAILABLE\s+USERS\s+STATE$/);
+  assert.match(lines[1], /^sync\s+https:\/\/n1\.example\s+100\s+3\s+97\s+2\s+up$/);
+  assert.match(lines[2], /^notes\s+https:\/\/n2\.example\s+100\s+3\s+97\s+0\s+down$/);
 });
 
 test('formatNode and formatSetup', () => {
@@ -94,4 +95,16 @@ test('formatUser shows every field, with placeholders for empty ones', () => {
   assert.match(full, /^created:\s+2024-01-01T00:00:00\.000Z$/m);
   assert.match(full, /^replaced:$/m);
   assert.match(full, /^ {2}uid 7 on https:\/\/n0\.example, replaced 2024-01-02T00:00:00\.000Z$/m);
+});
+
+test('formatUserList: live users, or replaced records (of one node), then the cursor when there is more', () => {
+  const u = (email: string, uid: number, node: string, replaced: Array<{ uid: number; node: string }> = []) => ({
+    service: 'sync', email, uid, node, generation: 3, clientState: '', seenClientStates: [], createdAt: 0,
+    replaced: replaced.map((r) => ({ ...r, replacedAt: 0, released: false })),
+  });
+  const users = [u('a@x', 1, 'https://n1', [{ uid: 7, node: 'https://n1' }, { uid: 8, node: 'https://n2' }]), u('b@x', 2, '')];
+  assert.match(formatUserList(users, '', false), /^EMAIL\s+UID\s+NODE\s+GENERATION\s+CREATED\na@x\s+1\s+https:\/\/n1\s+3\s+-\nb@x\s+2\s+-\s+3\s+-\n$/);
+  assert.match(formatUserList(users, 'CUR', true, 'https://n2'), /^EMAIL\s+OLD UID\s+NODE\s+REPLACED\na@x\s+8\s+https:\/\/n2\s+-\nmore: --after CUR\n$/);
+  assert.equal(formatUserList([], '', false), 'no users\n');
+  assert.equal(formatUserList([], '', true), 'no replaced records\n');
 });

@@ -14,11 +14,11 @@ export function table(rows: string[][]): string {
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
 }
 
-export function formatNodes(nodes: Node[]): string {
+export function formatNodes(nodes: Array<Node & { liveUsers: number }>): string {
   if (nodes.length === 0) return 'no nodes\n';
   return table([
-    ['APP', 'URL', 'CAPACITY', 'LOAD', 'AVAILABLE', 'STATE'],
-    ...nodes.map((n) => [n.service, n.url, String(n.capacity), String(n.currentLoad), String(n.available), nodeState(n)]),
+    ['APP', 'URL', 'CAPACITY', 'LOAD', 'AVAILABLE', 'USERS', 'STATE'],
+    ...nodes.map((n) => [n.service, n.url, String(n.capacity), String(n.currentLoad), String(n.available), String(n.liveUsers), nodeState(n)]),
   ]);
 }
 
@@ -56,4 +56,16 @@ export function formatUser(u: User): string {
 
 export function formatSetup(results: Array<{ node: Node; created: boolean }>): string {
   return results.map((r) => formatNode(r.created ? 'registered' : 'already registered', r.node)).join('');
+}
+
+/** A page of `users list`: live users, or (replaced) their replaced records, one per line; then how to continue. */
+export function formatUserList(users: User[], next: string, replaced: boolean, node?: string): string {
+  const rows = replaced
+    ? users.flatMap((u) =>
+        u.replaced.filter((r) => node === undefined || r.node === node).map((r) => [u.email, String(r.uid), r.node || '-', when(r.replacedAt)]),
+      )
+    : users.map((u) => [u.email, String(u.uid), u.node || '-', String(u.generation), when(u.createdAt)]);
+  const head = replaced ? ['EMAIL', 'OLD UID', 'NODE', 'REPLACED'] : ['EMAIL', 'UID', 'NODE', 'GENERATION', 'CREATED'];
+  const body = rows.length > 0 ? table([head, ...rows]) : replaced ? 'no replaced records\n' : 'no users\n';
+  return body + (next ? `more: --after ${next}\n` : '');
 }

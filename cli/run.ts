@@ -27,7 +27,7 @@ export async function runCli(argv: string[], env: Env, io: Io): Promise<number> 
   try {
     const out = await execute(parsed.command, backends, parsed.globals);
     io.stdout(parsed.globals.json ? JSON.stringify(out.json, null, 2) + '\n' : out.text);
-    return 0;
+    return out.code ?? 0;
   } catch (e) {
     io.stderr(`error: ${describe(e)}\n`);
     return 1;

@@ -3,7 +3,7 @@
 // with a ConfigError that names the variable.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ANY_DOMAIN, normalizeDomain } from './email.js';
+import { ANY_DOMAIN, emailDomain, normalizeDomain, normalizeEmail } from './email.js';
 import { ConfigError } from './errors.js';
 
 export type Env = Record<string, string | undefined>;
@@ -34,6 +34,10 @@ export const DEFAULTS = {
   RETRY_AFTER: 10,
   /** Client-state changes one user may make in any 24 hours (DESIGN §10); beyond it 429. */
   CLIENT_STATE_CHANGES_PER_DAY: 10,
+  /** `users purge`: replaced records younger than this are kept (the grace period), seconds. */
+  PURGE_GRACE_SECONDS: 7 * 86_400,
+  /** `users purge`: seen client states kept per user (newest first); rule 3 of DESIGN §3 holds for these. */
+  PURGE_KEEP_CLIENT_STATES: 20,
   /** Share of a node's capacity released when no node has slots left. */
   RELEASE_RATE: 0.1,
   MAINTENANCE_MODE: false,
@@ -522,6 +526,8 @@ export interface LoginConfig {
   oauthEmailDomain: string;
   /** LOGIN_METRICS_PORT: unset, no /metrics at all. */
   metrics?: MetricsListener;
+  /** ALLOWED_USERS: unset, everyone the other rules accept. */
+  allowedUsers?: AllowedUsersSource;
   /** Set when OAUTH_JWKS enables Bearer. */
   bearer?: BearerConfig;
   /** Set when WEBHOOK_JWKS enables the account events webhook. */
@@ -574,10 +580,71 @@ export function loginConfig(
     overload: overloadConfig(env),
     oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
     metrics: metricsListener(env, 'LOGIN_METRICS_PORT'),
+    allowedUsers: allowedUsers(env),
     bearer,
     webhook: webhookConfig(env),
     metricsHashSecret: metricsHashSecret(env, bearer !== undefined),
   };
+}
+
+// ---- allow-list (login) ----
+
+/** Who may log in: whole addresses (normalised as lib/email.ts does) and whole domains (lowercase). */
+export interface AllowList {
+  emails: ReadonlySet<string>;
+  domains: ReadonlySet<string>;
+}
+
+export interface AllowedUsersSource {
+  /** Set when ALLOWED_USERS is `@<file>`: login reads it again on SIGHUP. */
+  file?: string;
+  /** Replaced (not mutated) by a reload, so a request sees one whole list. */
+  list: AllowList;
+}
+
+/**
+ * Entries separated by commas, whitespace or newlines; `#` starts a comment.
+ * `name@domain` allows one address, `@domain` everyone at that domain.
+ */
+export function parseAllowList(text: string, variable = 'ALLOWED_USERS'): AllowList {
+  const emails = new Set<string>();
+  const domains = new Set<string>();
+  for (const line of text.split('\n')) {
+    for (const entry of line.replace(/#.*/, '').split(/[\s,]+/).filter((e) => e !== '')) {
+      const at = entry.lastIndexOf('@');
+      if (at === 0 && entry.length > 1) domains.add(normalizeDomain(entry.slice(1)));
+      else if (at > 0 && at < entry.length - 1 && !entry.startsWith('@')) emails.add(normalizeEmail(entry));
+      else throw new ConfigError(variable, `expected name@domain or @domain, got ${JSON.stringify(entry)}`);
+    }
+  }
+  return { emails, domains };
+}
+
+/** An already normalised e-mail against the list. */
+export function isAllowedUser(list: AllowList, email: string): boolean {
+  return list.emails.has(email) || list.domains.has(emailDomain(email));
+}
+
+/** ALLOWED_USERS's file form: `@` and a path with a `/` in it (`@./allowed.txt`), so it never reads as a domain. */
+export function allowListFile(value: string): string | undefined {
+  return /^@[^,\s]*\//.test(value) ? value.slice(1) : undefined;
+}
+
+export function readAllowListFile(file: string): AllowList {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError('ALLOWED_USERS', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  return parseAllowList(text, `ALLOWED_USERS (${file})`);
+}
+
+export function allowedUsers(env: Env): AllowedUsersSource | undefined {
+  const v = env.ALLOWED_USERS?.trim();
+  if (!v) return undefined;
+  const file = allowListFile(v);
+  return file ? { file, list: readAllowListFile(file) } : { list: parseAllowList(v) };
 }
 
 // ---- overload signal (login) ----

@@ -36,6 +36,12 @@ export function readDevInternalSecret(dataDir: string): string | undefined {
   return typeof internalSecret === 'string' ? internalSecret : undefined;
 }
 
+/** The stored master secrets, for the CLI's purge next to an `npm start` stack; undefined when there are none. */
+export function readDevMasterSecrets(dataDir: string): string[] | undefined {
+  const { masterSecrets } = readFile(dataDir);
+  return Array.isArray(masterSecrets) && masterSecrets.every((s) => typeof s === 'string') ? masterSecrets : undefined;
+}
+
 /** Loads the stored secrets, generating (and storing) whichever is missing or no longer acceptable. */
 export function loadOrCreateDevSecrets(dataDir: string): DevSecrets {
   const stored = readFile(dataDir);

@@ -112,6 +112,14 @@ export class NewUsersDisabled extends ProtocolError {
   static override readonly field: string = 'email';
 }
 
+/** ALLOWED_USERS is set and this user is not in it (issue #10). */
+export class UserNotAllowed extends ProtocolError {
+  override readonly status = 403;
+  override readonly statusString = 'user-not-allowed';
+  static override readonly location: ErrorLocation = 'body';
+  static override readonly field: string = 'email';
+}
+
 export class NotFound extends ProtocolError {
   override readonly status = 404;
   static override readonly location: ErrorLocation = 'url';
@@ -191,6 +199,7 @@ export const errorClasses: Record<string, new (description: string) => ProtocolE
   InvalidKeysChangedAt,
   InvalidKeyId,
   NewUsersDisabled,
+  UserNotAllowed,
   NotFound,
   NotAcceptable,
   PayloadTooLarge,

@@ -8,6 +8,7 @@ import {
   LoginError,
   loginErrorFrom,
   NewUsersDisabledError,
+  UserNotAllowedError,
   ServiceUnavailableError,
   statusStringOf,
   TooManyRequestsError,
@@ -22,6 +23,7 @@ test('each DESIGN status string maps to its own error class', () => {
     [401, 'invalid-generation', InvalidGenerationError],
     [401, 'invalid-client-state', InvalidClientStateError],
     [403, 'new-users-disabled', NewUsersDisabledError],
+    [403, 'user-not-allowed', UserNotAllowedError],
   ] as const;
   for (const [status, statusString, Class] of cases) {
     const err = loginErrorFrom(status, body(statusString), 10);

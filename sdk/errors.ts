@@ -1,7 +1,7 @@
 // What the SDK throws when the login service says no. The status strings come
 // from lib/errors.ts (the server's own vocabulary), so client and server can
 // never disagree on a spelling.
-import { InvalidClientState, InvalidCredentials, InvalidGeneration, InvalidKeyId, InvalidKeysChangedAt, InvalidTimestamp, NewUsersDisabled } from '../lib/errors.js';
+import { InvalidClientState, InvalidCredentials, InvalidGeneration, InvalidKeyId, InvalidKeysChangedAt, InvalidTimestamp, NewUsersDisabled, UserNotAllowed } from '../lib/errors.js';
 
 /** A login answer other than 200: HTTP status, the body's `status` string and the parsed body. */
 export class LoginError extends Error {
@@ -30,6 +30,8 @@ export class InvalidKeysChangedAtError extends LoginError {}
 export class InvalidKeyIdError extends LoginError {}
 /** 403 new-users-disabled: this user is unknown and the service takes no new users. */
 export class NewUsersDisabledError extends LoginError {}
+/** 403 user-not-allowed: the service admits only the users of its ALLOWED_USERS list. */
+export class UserNotAllowedError extends LoginError {}
 
 /** An answer that says when to ask again: `retryAfter` seconds (from Retry-After). */
 export abstract class RetryLaterError extends LoginError {
@@ -81,6 +83,7 @@ const BY_STATUS_STRING = new Map<string, LoginErrorClass>(
       [InvalidKeysChangedAt, InvalidKeysChangedAtError],
       [InvalidKeyId, InvalidKeyIdError],
       [NewUsersDisabled, NewUsersDisabledError],
+      [UserNotAllowed, UserNotAllowedError],
     ] as const
   ).map(([server, sdk]) => [new server('').statusString, sdk]),
 );

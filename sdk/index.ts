@@ -18,6 +18,7 @@ export {
   InvalidKeysChangedAtError,
   InvalidKeyIdError,
   NewUsersDisabledError,
+  UserNotAllowedError,
   RetryLaterError,
   ServiceUnavailableError,
   TooManyRequestsError,

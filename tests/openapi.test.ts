@@ -86,6 +86,11 @@ test('403: new users disabled', async () => {
   await get(TOKEN, { Authorization: await sys.auth(sys.newEmail()) }, { login: closed, status: 403, statusString: 'new-users-disabled' });
 });
 
+test('403: user not allowed (ALLOWED_USERS)', async () => {
+  const listed = await sys.startLogin({ ALLOWED_USERS: '@allowed.example' });
+  await get(TOKEN, { Authorization: await sys.auth(sys.newEmail()) }, { login: listed, status: 403, statusString: 'user-not-allowed' });
+});
+
 test('404, 405 and 406', async () => {
   const auth = { Authorization: await sys.auth(sys.newEmail()) };
   await get('/1.0/unknown/1.5', auth, { status: 404, statusString: 'error' });

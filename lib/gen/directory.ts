@@ -112,6 +112,89 @@ export interface UnassignNodeReply {
   count: number;
 }
 
+export interface ListUsersRequest {
+  /** Empty lists every application. */
+  service: string;
+  /** Only users whose live record is on this node (with `replaced`: who have a replaced record on it). */
+  node?:
+    | string
+    | undefined;
+  /** Only users with replaced records. */
+  replaced: boolean;
+  /** Page size, 1 to 1000; 0 means 100. */
+  limit: number;
+  /** `next` of the previous page; empty for the first. */
+  after: string;
+}
+
+export interface ListUsersReply {
+  users: User[];
+  /** Cursor of the next page; empty when this was the last. */
+  next: string;
+}
+
+export interface CountUsersRequest {
+  /** Empty counts every application. */
+  service: string;
+}
+
+export interface NodeUserCount {
+  service: string;
+  /** empty: live records without a node */
+  node: string;
+  live: number;
+  replaced: number;
+}
+
+export interface CountUsersReply {
+  counts: NodeUserCount[];
+}
+
+export interface ClaimReplacedRequest {
+  service: string;
+  email: string;
+  /** the replaced uid */
+  uid: number;
+  /** unique per purge run */
+  claimant: string;
+  leaseMs: number;
+  /** Only a record replaced at or before this time (ms since epoch) is claimed: the grace period. */
+  replacedBefore: number;
+}
+
+export interface ClaimReplacedReply {
+  claimed: boolean;
+  /** When not claimed: "gone", "too-recent" or "claimed" (another purger's lease runs). */
+  reason: string;
+  replaced: ReplacedUser | undefined;
+}
+
+export interface DeleteReplacedRequest {
+  service: string;
+  email: string;
+  uid: number;
+  claimant: string;
+}
+
+export interface DeleteReplacedReply {
+  deleted: boolean;
+  /** When not deleted: "gone" or "not-claimed". */
+  reason: string;
+  /** The node still counted the uid: the caller gives the slot back (NodeAssign Release), once. */
+  releaseSlot: boolean;
+  node: string;
+}
+
+export interface TrimClientStatesRequest {
+  service: string;
+  email: string;
+  max: number;
+}
+
+export interface TrimClientStatesReply {
+  removed: number;
+}
+
 export interface RetireUserRequest {
   email: string;
   /** Empty: every application. */
@@ -1213,6 +1296,1143 @@ export const UnassignNodeReply: MessageFns<UnassignNodeReply> = {
   },
 };
 
+function createBaseListUsersRequest(): ListUsersRequest {
+  return { service: "", node: undefined, replaced: false, limit: 0, after: "" };
+}
+
+export const ListUsersRequest: MessageFns<ListUsersRequest> = {
+  encode(message: ListUsersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.node !== undefined) {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.replaced !== false) {
+      writer.uint32(24).bool(message.replaced);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).int64(message.limit);
+    }
+    if (message.after !== "") {
+      writer.uint32(42).string(message.after);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListUsersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListUsersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replaced = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.after = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListUsersRequest {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : undefined,
+      replaced: isSet(object.replaced) ? globalThis.Boolean(object.replaced) : false,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      after: isSet(object.after) ? globalThis.String(object.after) : "",
+    };
+  },
+
+  toJSON(message: ListUsersRequest): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.node !== undefined) {
+      obj.node = message.node;
+    }
+    if (message.replaced !== false) {
+      obj.replaced = message.replaced;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.after !== "") {
+      obj.after = message.after;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListUsersRequest>, I>>(base?: I): ListUsersRequest {
+    return ListUsersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListUsersRequest>, I>>(object: I): ListUsersRequest {
+    const message = createBaseListUsersRequest();
+    message.service = object.service ?? "";
+    message.node = object.node ?? undefined;
+    message.replaced = object.replaced ?? false;
+    message.limit = object.limit ?? 0;
+    message.after = object.after ?? "";
+    return message;
+  },
+};
+
+function createBaseListUsersReply(): ListUsersReply {
+  return { users: [], next: "" };
+}
+
+export const ListUsersReply: MessageFns<ListUsersReply> = {
+  encode(message: ListUsersReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.users) {
+      User.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.next !== "") {
+      writer.uint32(18).string(message.next);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListUsersReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListUsersReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.users.push(User.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.next = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListUsersReply {
+    return {
+      users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => User.fromJSON(e)) : [],
+      next: isSet(object.next) ? globalThis.String(object.next) : "",
+    };
+  },
+
+  toJSON(message: ListUsersReply): unknown {
+    const obj: any = {};
+    if (message.users?.length) {
+      obj.users = message.users.map((e) => User.toJSON(e));
+    }
+    if (message.next !== "") {
+      obj.next = message.next;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListUsersReply>, I>>(base?: I): ListUsersReply {
+    return ListUsersReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListUsersReply>, I>>(object: I): ListUsersReply {
+    const message = createBaseListUsersReply();
+    message.users = object.users?.map((e) => User.fromPartial(e)) || [];
+    message.next = object.next ?? "";
+    return message;
+  },
+};
+
+function createBaseCountUsersRequest(): CountUsersRequest {
+  return { service: "" };
+}
+
+export const CountUsersRequest: MessageFns<CountUsersRequest> = {
+  encode(message: CountUsersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CountUsersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCountUsersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CountUsersRequest {
+    return { service: isSet(object.service) ? globalThis.String(object.service) : "" };
+  },
+
+  toJSON(message: CountUsersRequest): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CountUsersRequest>, I>>(base?: I): CountUsersRequest {
+    return CountUsersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CountUsersRequest>, I>>(object: I): CountUsersRequest {
+    const message = createBaseCountUsersRequest();
+    message.service = object.service ?? "";
+    return message;
+  },
+};
+
+function createBaseNodeUserCount(): NodeUserCount {
+  return { service: "", node: "", live: 0, replaced: 0 };
+}
+
+export const NodeUserCount: MessageFns<NodeUserCount> = {
+  encode(message: NodeUserCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.live !== 0) {
+      writer.uint32(24).int64(message.live);
+    }
+    if (message.replaced !== 0) {
+      writer.uint32(32).int64(message.replaced);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeUserCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeUserCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.live = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.replaced = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeUserCount {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+      live: isSet(object.live) ? globalThis.Number(object.live) : 0,
+      replaced: isSet(object.replaced) ? globalThis.Number(object.replaced) : 0,
+    };
+  },
+
+  toJSON(message: NodeUserCount): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    if (message.live !== 0) {
+      obj.live = Math.round(message.live);
+    }
+    if (message.replaced !== 0) {
+      obj.replaced = Math.round(message.replaced);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeUserCount>, I>>(base?: I): NodeUserCount {
+    return NodeUserCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeUserCount>, I>>(object: I): NodeUserCount {
+    const message = createBaseNodeUserCount();
+    message.service = object.service ?? "";
+    message.node = object.node ?? "";
+    message.live = object.live ?? 0;
+    message.replaced = object.replaced ?? 0;
+    return message;
+  },
+};
+
+function createBaseCountUsersReply(): CountUsersReply {
+  return { counts: [] };
+}
+
+export const CountUsersReply: MessageFns<CountUsersReply> = {
+  encode(message: CountUsersReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.counts) {
+      NodeUserCount.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CountUsersReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCountUsersReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.counts.push(NodeUserCount.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CountUsersReply {
+    return {
+      counts: globalThis.Array.isArray(object?.counts) ? object.counts.map((e: any) => NodeUserCount.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: CountUsersReply): unknown {
+    const obj: any = {};
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => NodeUserCount.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CountUsersReply>, I>>(base?: I): CountUsersReply {
+    return CountUsersReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CountUsersReply>, I>>(object: I): CountUsersReply {
+    const message = createBaseCountUsersReply();
+    message.counts = object.counts?.map((e) => NodeUserCount.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseClaimReplacedRequest(): ClaimReplacedRequest {
+  return { service: "", email: "", uid: 0, claimant: "", leaseMs: 0, replacedBefore: 0 };
+}
+
+export const ClaimReplacedRequest: MessageFns<ClaimReplacedRequest> = {
+  encode(message: ClaimReplacedRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.uid !== 0) {
+      writer.uint32(24).int64(message.uid);
+    }
+    if (message.claimant !== "") {
+      writer.uint32(34).string(message.claimant);
+    }
+    if (message.leaseMs !== 0) {
+      writer.uint32(40).int64(message.leaseMs);
+    }
+    if (message.replacedBefore !== 0) {
+      writer.uint32(48).int64(message.replacedBefore);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ClaimReplacedRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseClaimReplacedRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.uid = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.claimant = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.leaseMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.replacedBefore = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ClaimReplacedRequest {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      uid: isSet(object.uid) ? globalThis.Number(object.uid) : 0,
+      claimant: isSet(object.claimant) ? globalThis.String(object.claimant) : "",
+      leaseMs: isSet(object.leaseMs)
+        ? globalThis.Number(object.leaseMs)
+        : isSet(object.lease_ms)
+        ? globalThis.Number(object.lease_ms)
+        : 0,
+      replacedBefore: isSet(object.replacedBefore)
+        ? globalThis.Number(object.replacedBefore)
+        : isSet(object.replaced_before)
+        ? globalThis.Number(object.replaced_before)
+        : 0,
+    };
+  },
+
+  toJSON(message: ClaimReplacedRequest): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.uid !== 0) {
+      obj.uid = Math.round(message.uid);
+    }
+    if (message.claimant !== "") {
+      obj.claimant = message.claimant;
+    }
+    if (message.leaseMs !== 0) {
+      obj.leaseMs = Math.round(message.leaseMs);
+    }
+    if (message.replacedBefore !== 0) {
+      obj.replacedBefore = Math.round(message.replacedBefore);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ClaimReplacedRequest>, I>>(base?: I): ClaimReplacedRequest {
+    return ClaimReplacedRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ClaimReplacedRequest>, I>>(object: I): ClaimReplacedRequest {
+    const message = createBaseClaimReplacedRequest();
+    message.service = object.service ?? "";
+    message.email = object.email ?? "";
+    message.uid = object.uid ?? 0;
+    message.claimant = object.claimant ?? "";
+    message.leaseMs = object.leaseMs ?? 0;
+    message.replacedBefore = object.replacedBefore ?? 0;
+    return message;
+  },
+};
+
+function createBaseClaimReplacedReply(): ClaimReplacedReply {
+  return { claimed: false, reason: "", replaced: undefined };
+}
+
+export const ClaimReplacedReply: MessageFns<ClaimReplacedReply> = {
+  encode(message: ClaimReplacedReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.claimed !== false) {
+      writer.uint32(8).bool(message.claimed);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    if (message.replaced !== undefined) {
+      ReplacedUser.encode(message.replaced, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ClaimReplacedReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseClaimReplacedReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.claimed = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.replaced = ReplacedUser.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ClaimReplacedReply {
+    return {
+      claimed: isSet(object.claimed) ? globalThis.Boolean(object.claimed) : false,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      replaced: isSet(object.replaced) ? ReplacedUser.fromJSON(object.replaced) : undefined,
+    };
+  },
+
+  toJSON(message: ClaimReplacedReply): unknown {
+    const obj: any = {};
+    if (message.claimed !== false) {
+      obj.claimed = message.claimed;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.replaced !== undefined) {
+      obj.replaced = ReplacedUser.toJSON(message.replaced);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ClaimReplacedReply>, I>>(base?: I): ClaimReplacedReply {
+    return ClaimReplacedReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ClaimReplacedReply>, I>>(object: I): ClaimReplacedReply {
+    const message = createBaseClaimReplacedReply();
+    message.claimed = object.claimed ?? false;
+    message.reason = object.reason ?? "";
+    message.replaced = (object.replaced !== undefined && object.replaced !== null)
+      ? ReplacedUser.fromPartial(object.replaced)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDeleteReplacedRequest(): DeleteReplacedRequest {
+  return { service: "", email: "", uid: 0, claimant: "" };
+}
+
+export const DeleteReplacedRequest: MessageFns<DeleteReplacedRequest> = {
+  encode(message: DeleteReplacedRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.uid !== 0) {
+      writer.uint32(24).int64(message.uid);
+    }
+    if (message.claimant !== "") {
+      writer.uint32(34).string(message.claimant);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteReplacedRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteReplacedRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.uid = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.claimant = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteReplacedRequest {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      uid: isSet(object.uid) ? globalThis.Number(object.uid) : 0,
+      claimant: isSet(object.claimant) ? globalThis.String(object.claimant) : "",
+    };
+  },
+
+  toJSON(message: DeleteReplacedRequest): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.uid !== 0) {
+      obj.uid = Math.round(message.uid);
+    }
+    if (message.claimant !== "") {
+      obj.claimant = message.claimant;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteReplacedRequest>, I>>(base?: I): DeleteReplacedRequest {
+    return DeleteReplacedRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteReplacedRequest>, I>>(object: I): DeleteReplacedRequest {
+    const message = createBaseDeleteReplacedRequest();
+    message.service = object.service ?? "";
+    message.email = object.email ?? "";
+    message.uid = object.uid ?? 0;
+    message.claimant = object.claimant ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteReplacedReply(): DeleteReplacedReply {
+  return { deleted: false, reason: "", releaseSlot: false, node: "" };
+}
+
+export const DeleteReplacedReply: MessageFns<DeleteReplacedReply> = {
+  encode(message: DeleteReplacedReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deleted !== false) {
+      writer.uint32(8).bool(message.deleted);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    if (message.releaseSlot !== false) {
+      writer.uint32(24).bool(message.releaseSlot);
+    }
+    if (message.node !== "") {
+      writer.uint32(34).string(message.node);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteReplacedReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteReplacedReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.deleted = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.releaseSlot = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteReplacedReply {
+    return {
+      deleted: isSet(object.deleted) ? globalThis.Boolean(object.deleted) : false,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      releaseSlot: isSet(object.releaseSlot)
+        ? globalThis.Boolean(object.releaseSlot)
+        : isSet(object.release_slot)
+        ? globalThis.Boolean(object.release_slot)
+        : false,
+      node: isSet(object.node) ? globalThis.String(object.node) : "",
+    };
+  },
+
+  toJSON(message: DeleteReplacedReply): unknown {
+    const obj: any = {};
+    if (message.deleted !== false) {
+      obj.deleted = message.deleted;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.releaseSlot !== false) {
+      obj.releaseSlot = message.releaseSlot;
+    }
+    if (message.node !== "") {
+      obj.node = message.node;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteReplacedReply>, I>>(base?: I): DeleteReplacedReply {
+    return DeleteReplacedReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteReplacedReply>, I>>(object: I): DeleteReplacedReply {
+    const message = createBaseDeleteReplacedReply();
+    message.deleted = object.deleted ?? false;
+    message.reason = object.reason ?? "";
+    message.releaseSlot = object.releaseSlot ?? false;
+    message.node = object.node ?? "";
+    return message;
+  },
+};
+
+function createBaseTrimClientStatesRequest(): TrimClientStatesRequest {
+  return { service: "", email: "", max: 0 };
+}
+
+export const TrimClientStatesRequest: MessageFns<TrimClientStatesRequest> = {
+  encode(message: TrimClientStatesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.max !== 0) {
+      writer.uint32(24).int64(message.max);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TrimClientStatesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTrimClientStatesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.max = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TrimClientStatesRequest {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+      max: isSet(object.max) ? globalThis.Number(object.max) : 0,
+    };
+  },
+
+  toJSON(message: TrimClientStatesRequest): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    if (message.max !== 0) {
+      obj.max = Math.round(message.max);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TrimClientStatesRequest>, I>>(base?: I): TrimClientStatesRequest {
+    return TrimClientStatesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TrimClientStatesRequest>, I>>(object: I): TrimClientStatesRequest {
+    const message = createBaseTrimClientStatesRequest();
+    message.service = object.service ?? "";
+    message.email = object.email ?? "";
+    message.max = object.max ?? 0;
+    return message;
+  },
+};
+
+function createBaseTrimClientStatesReply(): TrimClientStatesReply {
+  return { removed: 0 };
+}
+
+export const TrimClientStatesReply: MessageFns<TrimClientStatesReply> = {
+  encode(message: TrimClientStatesReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.removed !== 0) {
+      writer.uint32(8).int64(message.removed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TrimClientStatesReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTrimClientStatesReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.removed = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TrimClientStatesReply {
+    return { removed: isSet(object.removed) ? globalThis.Number(object.removed) : 0 };
+  },
+
+  toJSON(message: TrimClientStatesReply): unknown {
+    const obj: any = {};
+    if (message.removed !== 0) {
+      obj.removed = Math.round(message.removed);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TrimClientStatesReply>, I>>(base?: I): TrimClientStatesReply {
+    return TrimClientStatesReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TrimClientStatesReply>, I>>(object: I): TrimClientStatesReply {
+    const message = createBaseTrimClientStatesReply();
+    message.removed = object.removed ?? 0;
+    return message;
+  },
+};
+
 function createBaseRetireUserRequest(): RetireUserRequest {
   return { email: "", service: "" };
 }
@@ -1665,6 +2885,62 @@ export const DirectoryService = {
     responseSerialize: (value: UnassignNodeReply): Buffer => Buffer.from(UnassignNodeReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): UnassignNodeReply => UnassignNodeReply.decode(value),
   },
+  /** Admin: users in (service, email) order, one page at a time. */
+  listUsers: {
+    path: "/tokenserver.directory.v1.Directory/ListUsers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListUsersRequest): Buffer => Buffer.from(ListUsersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListUsersRequest => ListUsersRequest.decode(value),
+    responseSerialize: (value: ListUsersReply): Buffer => Buffer.from(ListUsersReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListUsersReply => ListUsersReply.decode(value),
+  },
+  /** Admin and metrics: live and replaced records per node. */
+  countUsers: {
+    path: "/tokenserver.directory.v1.Directory/CountUsers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CountUsersRequest): Buffer => Buffer.from(CountUsersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CountUsersRequest => CountUsersRequest.decode(value),
+    responseSerialize: (value: CountUsersReply): Buffer => Buffer.from(CountUsersReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CountUsersReply => CountUsersReply.decode(value),
+  },
+  /** Purge, step 1: claims a replaced record for a lease, so one purger works on it. */
+  claimReplaced: {
+    path: "/tokenserver.directory.v1.Directory/ClaimReplaced" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ClaimReplacedRequest): Buffer => Buffer.from(ClaimReplacedRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ClaimReplacedRequest => ClaimReplacedRequest.decode(value),
+    responseSerialize: (value: ClaimReplacedReply): Buffer => Buffer.from(ClaimReplacedReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ClaimReplacedReply => ClaimReplacedReply.decode(value),
+  },
+  /**
+   * Purge, step 3 (after the node deleted the data): removes a replaced record
+   * the caller holds the claim of.
+   */
+  deleteReplaced: {
+    path: "/tokenserver.directory.v1.Directory/DeleteReplaced" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteReplacedRequest): Buffer =>
+      Buffer.from(DeleteReplacedRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteReplacedRequest => DeleteReplacedRequest.decode(value),
+    responseSerialize: (value: DeleteReplacedReply): Buffer => Buffer.from(DeleteReplacedReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteReplacedReply => DeleteReplacedReply.decode(value),
+  },
+  /** Purge: keeps only a user's newest `max` previously seen client states. */
+  trimClientStates: {
+    path: "/tokenserver.directory.v1.Directory/TrimClientStates" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: TrimClientStatesRequest): Buffer =>
+      Buffer.from(TrimClientStatesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): TrimClientStatesRequest => TrimClientStatesRequest.decode(value),
+    responseSerialize: (value: TrimClientStatesReply): Buffer =>
+      Buffer.from(TrimClientStatesReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): TrimClientStatesReply => TrimClientStatesReply.decode(value),
+  },
   /**
    * Account deleted (DESIGN §9.4): every live record of the e-mail (in one
    * service, or in all when service is empty) becomes a replaced record with
@@ -1710,6 +2986,19 @@ export interface DirectoryServer extends UntypedServiceImplementation {
   getUser: handleUnaryCall<GetUserRequest, UserReply>;
   /** Admin: clears the node of every user on it, so they move on next login. */
   unassignNode: handleUnaryCall<UnassignNodeRequest, UnassignNodeReply>;
+  /** Admin: users in (service, email) order, one page at a time. */
+  listUsers: handleUnaryCall<ListUsersRequest, ListUsersReply>;
+  /** Admin and metrics: live and replaced records per node. */
+  countUsers: handleUnaryCall<CountUsersRequest, CountUsersReply>;
+  /** Purge, step 1: claims a replaced record for a lease, so one purger works on it. */
+  claimReplaced: handleUnaryCall<ClaimReplacedRequest, ClaimReplacedReply>;
+  /**
+   * Purge, step 3 (after the node deleted the data): removes a replaced record
+   * the caller holds the claim of.
+   */
+  deleteReplaced: handleUnaryCall<DeleteReplacedRequest, DeleteReplacedReply>;
+  /** Purge: keeps only a user's newest `max` previously seen client states. */
+  trimClientStates: handleUnaryCall<TrimClientStatesRequest, TrimClientStatesReply>;
   /**
    * Account deleted (DESIGN §9.4): every live record of the e-mail (in one
    * service, or in all when service is empty) becomes a replaced record with
@@ -1789,6 +3078,89 @@ export interface DirectoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UnassignNodeReply) => void,
+  ): ClientUnaryCall;
+  /** Admin: users in (service, email) order, one page at a time. */
+  listUsers(
+    request: ListUsersRequest,
+    callback: (error: ServiceError | null, response: ListUsersReply) => void,
+  ): ClientUnaryCall;
+  listUsers(
+    request: ListUsersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListUsersReply) => void,
+  ): ClientUnaryCall;
+  listUsers(
+    request: ListUsersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListUsersReply) => void,
+  ): ClientUnaryCall;
+  /** Admin and metrics: live and replaced records per node. */
+  countUsers(
+    request: CountUsersRequest,
+    callback: (error: ServiceError | null, response: CountUsersReply) => void,
+  ): ClientUnaryCall;
+  countUsers(
+    request: CountUsersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CountUsersReply) => void,
+  ): ClientUnaryCall;
+  countUsers(
+    request: CountUsersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CountUsersReply) => void,
+  ): ClientUnaryCall;
+  /** Purge, step 1: claims a replaced record for a lease, so one purger works on it. */
+  claimReplaced(
+    request: ClaimReplacedRequest,
+    callback: (error: ServiceError | null, response: ClaimReplacedReply) => void,
+  ): ClientUnaryCall;
+  claimReplaced(
+    request: ClaimReplacedRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ClaimReplacedReply) => void,
+  ): ClientUnaryCall;
+  claimReplaced(
+    request: ClaimReplacedRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ClaimReplacedReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Purge, step 3 (after the node deleted the data): removes a replaced record
+   * the caller holds the claim of.
+   */
+  deleteReplaced(
+    request: DeleteReplacedRequest,
+    callback: (error: ServiceError | null, response: DeleteReplacedReply) => void,
+  ): ClientUnaryCall;
+  deleteReplaced(
+    request: DeleteReplacedRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteReplacedReply) => void,
+  ): ClientUnaryCall;
+  deleteReplaced(
+    request: DeleteReplacedRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteReplacedReply) => void,
+  ): ClientUnaryCall;
+  /** Purge: keeps only a user's newest `max` previously seen client states. */
+  trimClientStates(
+    request: TrimClientStatesRequest,
+    callback: (error: ServiceError | null, response: TrimClientStatesReply) => void,
+  ): ClientUnaryCall;
+  trimClientStates(
+    request: TrimClientStatesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: TrimClientStatesReply) => void,
+  ): ClientUnaryCall;
+  trimClientStates(
+    request: TrimClientStatesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: TrimClientStatesReply) => void,
   ): ClientUnaryCall;
   /**
    * Account deleted (DESIGN §9.4): every live record of the e-mail (in one

@@ -1,6 +1,6 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { queryObject, startDemoApp, type DemoApp } from './server.js';
+import { isUserDelete, queryObject, startDemoApp, type DemoApp } from './server.js';
 
 let app: DemoApp;
 before(async () => {
@@ -47,4 +47,22 @@ test('heartbeats answer ok', async () => {
 test('queryObject keeps single values as strings and repeats as arrays', () => {
   assert.deepEqual(queryObject(new URLSearchParams('')), {});
   assert.deepEqual(queryObject(new URLSearchParams('a=1&b=2&a=3&a=4')), { a: ['1', '3', '4'], b: '2' });
+});
+
+test("DELETE /<version>/<uid> (the purge deleting a uid's data) answers 204; other DELETEs are echoed", async () => {
+  const res = await fetch(`${app.url}/1.5/42`, { method: 'DELETE', headers: { 'X-Authenticated-Uid': '42' } });
+  assert.equal(res.status, 204);
+  assert.equal(await res.text(), '');
+  const other = await fetch(`${app.url}/1.5/42/storage/x`, { method: 'DELETE' });
+  assert.equal(other.status, 200);
+  assert.equal(((await other.json()) as { method: string }).method, 'DELETE');
+});
+
+test('isUserDelete: only DELETE of exactly /<version>/<uid>', () => {
+  assert.equal(isUserDelete('DELETE', '/1.5/42'), true);
+  assert.equal(isUserDelete('DELETE', '/1.5/42/'), true);
+  assert.equal(isUserDelete('GET', '/1.5/42'), false);
+  assert.equal(isUserDelete('DELETE', '/1.5/42/storage'), false);
+  assert.equal(isUserDelete('DELETE', '/1.5/abc'), false);
+  assert.equal(isUserDelete('DELETE', '/42'), false);
 });

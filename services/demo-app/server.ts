@@ -46,6 +46,15 @@ export function echoReply(req: http.IncomingMessage, bodyBytes: number): EchoRep
 
 const HEARTBEATS = new Set(['/__heartbeat__', '/__lbheartbeat__']);
 
+/**
+ * `DELETE /<version>/<uid>`: the purge (cli users purge) deleting everything a
+ * replaced uid had. The demo app stores nothing, so there is nothing to remove;
+ * a real application deletes the uid's data here and answers 2xx.
+ */
+export function isUserDelete(method: string | undefined, pathname: string): boolean {
+  return method === 'DELETE' && /^\/[A-Za-z0-9._-]+\/\d+\/?$/.test(pathname);
+}
+
 function send(res: http.ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
@@ -57,6 +66,11 @@ function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
   if (HEARTBEATS.has(pathname)) {
     req.resume();
     send(res, 200, { status: 'ok' });
+    return;
+  }
+  if (isUserDelete(req.method, pathname)) {
+    req.resume();
+    res.writeHead(204).end();
     return;
   }
   // Count the body as it streams: the app never holds a whole upload in memory.

@@ -8,7 +8,17 @@ import type { Logger } from '../../lib/log.js';
 import type {
   AssignNodeReply,
   AssignNodeRequest,
+  ClaimReplacedReply,
+  ClaimReplacedRequest,
+  CountUsersReply,
+  CountUsersRequest,
+  DeleteReplacedReply,
+  DeleteReplacedRequest,
   GetUserRequest,
+  ListUsersReply,
+  ListUsersRequest,
+  TrimClientStatesReply,
+  TrimClientStatesRequest,
   LoginRequest,
   RaiseGenerationReply,
   RaiseGenerationRequest,
@@ -21,7 +31,8 @@ import type {
   UserReply,
 } from '../../lib/gen/directory.js';
 import { assignment, decideLogin, isValidGeneration, raisedGeneration, requestProblem, retirement, type LoginPolicy } from './rules.js';
-import type { UserRecord, UserStore } from './store.js';
+import { claimReplaced, removeReplaced, trimSeenClientStates } from './purge-rules.js';
+import type { ListPosition, UserRecord, UserStore } from './store.js';
 
 /**
  * Writes lost to concurrent writers before giving up. Each loss means another
@@ -40,7 +51,7 @@ function toUser(r: UserRecord): User {
     ...(r.keysChangedAt !== null ? { keysChangedAt: r.keysChangedAt } : {}),
     clientState: r.clientState,
     seenClientStates: r.seenClientStates,
-    replaced: r.replaced,
+    replaced: r.replaced.map(({ uid, node, replacedAt, released }) => ({ uid, node, replacedAt, released })),
     createdAt: r.createdAt,
   };
 }
@@ -90,18 +101,99 @@ export interface AssignResult {
   released: number;
 }
 
+/**
+ * Read → decide → compare-and-set on one existing record, deciding again on
+ * the fresh record after a lost race. `decide` returns the record to write (if
+ * any) and the answer.
+ */
+async function updateRecord<T>(
+  store: UserStore,
+  req: { service: string; email: string },
+  decide: (existing: UserRecord) => { write?: UserRecord; result: T },
+): Promise<T> {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const existing = await store.get(req.service, req.email);
+    if (!existing) throw new RecordNotFound(`no user ${req.email} in ${req.service}`);
+    const { write, result } = decide(existing);
+    if (!write || (await store.replace(write, existing.version))) return result;
+  }
+  throw contention();
+}
+
 /** Records `node` for the user if it still has that uid and no node; otherwise the stored record wins. */
 export async function assignNode(store: UserStore, req: AssignNodeRequest): Promise<AssignResult> {
   check(req);
   if (req.node === '') throw new BadRequest('node is required');
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const existing = await store.get(req.service, req.email);
-    if (!existing) throw new RecordNotFound(`no user ${req.email} in ${req.service}`);
+  return updateRecord<AssignResult>(store, req, (existing) => {
     const next = assignment(existing, req.uid, req.node);
-    if (!next) return { record: existing, assigned: false, released: 0 };
-    if (await store.replace(next.record, existing.version)) return { record: next.record, assigned: true, released: next.released };
+    if (!next) return { result: { record: existing, assigned: false, released: 0 } };
+    return { write: next.record, result: { record: next.record, assigned: true, released: next.released } };
+  });
+}
+
+// ---- listing and purge ----
+
+export const DEFAULT_PAGE = 100;
+export const MAX_PAGE = 1000;
+
+/** The opaque cursor of a listing: where the next page starts. */
+export function encodeCursor(p: ListPosition): string {
+  return Buffer.from(JSON.stringify([p.service, p.email])).toString('base64url');
+}
+
+export function decodeCursor(cursor: string): ListPosition {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string') return { service: v[0], email: v[1] };
+  } catch {
+    // falls through to the error below
   }
-  throw contention();
+  throw new BadRequest('after: not a cursor from a previous page');
+}
+
+export async function listUsers(store: UserStore, req: ListUsersRequest): Promise<{ users: UserRecord[]; next: string }> {
+  const limit = req.limit === 0 ? DEFAULT_PAGE : req.limit;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new BadRequest(`limit must be 1 to ${MAX_PAGE}`);
+  const after = req.after === '' ? undefined : decodeCursor(req.after);
+  const users = await store.list({ service: req.service, node: req.node, replaced: req.replaced, after, limit });
+  // A full page may have a successor; the next call finds out (an empty page ends it).
+  const last = users.length === limit ? users[users.length - 1] : undefined;
+  return { users, next: last ? encodeCursor(last) : '' };
+}
+
+function purgeTarget(req: { service: string; email: string; uid: number; claimant: string }): void {
+  check(req);
+  if (!Number.isSafeInteger(req.uid) || req.uid <= 0) throw new BadRequest('uid must be a positive integer');
+  if (req.claimant === '' || req.claimant.length > 255) throw new BadRequest('claimant must be 1 to 255 characters');
+}
+
+export async function claim(store: UserStore, req: ClaimReplacedRequest, now = Date.now()): Promise<ClaimReplacedReply> {
+  purgeTarget(req);
+  if (!Number.isSafeInteger(req.leaseMs) || req.leaseMs <= 0) throw new BadRequest('lease_ms must be positive');
+  return updateRecord<ClaimReplacedReply>(store, req, (existing) => {
+    const out = claimReplaced(existing, req.uid, req.claimant, now, req.leaseMs, req.replacedBefore);
+    if (!out.claimed) return { result: { claimed: false, reason: out.reason, replaced: undefined } };
+    const { uid, node, replacedAt, released } = out.entry;
+    return { write: out.record, result: { claimed: true, reason: '', replaced: { uid, node, replacedAt, released } } };
+  });
+}
+
+export async function deleteReplaced(store: UserStore, req: DeleteReplacedRequest): Promise<DeleteReplacedReply> {
+  purgeTarget(req);
+  return updateRecord<DeleteReplacedReply>(store, req, (existing) => {
+    const out = removeReplaced(existing, req.uid, req.claimant);
+    if (!out.removed) return { result: { deleted: false, reason: out.reason, releaseSlot: false, node: '' } };
+    return { write: out.record, result: { deleted: true, reason: '', releaseSlot: out.releaseSlot, node: out.entry.node } };
+  });
+}
+
+export async function trimClientStates(store: UserStore, req: TrimClientStatesRequest): Promise<TrimClientStatesReply> {
+  check(req);
+  if (!Number.isSafeInteger(req.max) || req.max < 0) throw new BadRequest('max must be a non-negative integer');
+  return updateRecord(store, req, (existing) => {
+    const out = trimSeenClientStates(existing, req.max);
+    return out ? { write: out.record, result: { removed: out.removed } } : { result: { removed: 0 } };
+  });
 }
 
 /**
@@ -165,5 +257,13 @@ export function directoryService(store: UserStore, log: Logger, policy: LoginPol
       if (req.service === '' || req.node === '') throw new BadRequest('service and node are required');
       return { count: await store.unassignNode(req.service, req.node) };
     }),
+    listUsers: unary<ListUsersRequest, ListUsersReply>(log, 'ListUsers', async (req) => {
+      const { users, next } = await listUsers(store, req);
+      return { users: users.map(toUser), next };
+    }),
+    countUsers: unary<CountUsersRequest, CountUsersReply>(log, 'CountUsers', async (req) => ({ counts: await store.counts(req.service) })),
+    claimReplaced: unary<ClaimReplacedRequest, ClaimReplacedReply>(log, 'ClaimReplaced', (req) => claim(store, req)),
+    deleteReplaced: unary<DeleteReplacedRequest, DeleteReplacedReply>(log, 'DeleteReplaced', (req) => deleteReplaced(store, req)),
+    trimClientStates: unary<TrimClientStatesRequest, TrimClientStatesReply>(log, 'TrimClientStates', (req) => trimClientStates(store, req)),
   };
 }

@@ -2,10 +2,10 @@
 // (insert under a unique index, replace guarded by the version, $inc on a
 // counter), so it is correct on a replica set or a sharded cluster. Collections
 // `users` and `counters` share the database with the nodes store.
-import { Long, type Collection } from 'mongodb';
+import { Long, type Collection, type Filter } from 'mongodb';
 import { InternalError } from '../../lib/errors.js';
 import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
-import type { ReplacedUser, UserRecord, UserStore } from './store.js';
+import { mergeCounts, type ListQuery, type NodeCount, type ReplacedUser, type UserRecord, type UserStore } from './store.js';
 
 /** Documents written before these fields existed lack them. */
 type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> & {
@@ -37,7 +37,13 @@ function fromDoc(r: UserDoc): UserRecord {
     keysChangedAt: r.keysChangedAt ?? null,
     clientState: r.clientState,
     seenClientStates: [...r.seenClientStates],
-    replaced: r.replaced.map((x) => ({ uid: x.uid, node: x.node, replacedAt: x.replacedAt, released: x.released ?? false })),
+    replaced: r.replaced.map((x) => ({
+      uid: x.uid,
+      node: x.node,
+      replacedAt: x.replacedAt,
+      released: x.released ?? false,
+      ...(x.claim ? { claim: { by: x.claim.by, until: x.claim.until } } : {}),
+    })),
     stateChanges: [...(r.stateChanges ?? [])],
     createdAt: r.createdAt,
     version: r.version,
@@ -136,6 +142,45 @@ export class MongoUserStore implements UserStore {
     return mongoCall(async () => {
       const res = await this.users.updateMany({ service, node }, { $set: { node: '' }, $inc: { version: 1 } });
       return res.modifiedCount;
+    });
+  }
+
+  list(q: ListQuery): Promise<UserRecord[]> {
+    const filter: Filter<UserDoc> = {};
+    if (q.service !== '') filter.service = q.service;
+    if (q.after) {
+      const { service, email } = q.after;
+      filter.$or = [{ service: { $gt: service } }, { service, email: { $gt: email } }];
+    }
+    if (q.replaced) filter['replaced.0'] = { $exists: true };
+    if (q.node !== undefined) {
+      if (q.replaced) filter['replaced.node'] = q.node;
+      else filter.node = q.node;
+    }
+    return mongoCall(async () => {
+      // The unique (service, email) index serves the sort, so the cursor is stable.
+      const docs = await this.users.find(filter).sort({ service: 1, email: 1 }).limit(q.limit).toArray();
+      return docs.map(fromDoc);
+    });
+  }
+
+  counts(service: string): Promise<NodeCount[]> {
+    const match = service === '' ? {} : { service };
+    return mongoCall(async () => {
+      type Group = { _id: { service: string; node: string }; n: number };
+      const flat = (g: Group[]) => g.map((x) => ({ service: x._id.service, node: x._id.node, n: x.n }));
+      const live = await this.users
+        // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
+        .aggregate<Group>([{ $match: { ...match, uid: { $ne: 0 } } }, { $group: { _id: { service: '$service', node: '$node' }, n: { $sum: 1 } } }])
+        .toArray();
+      const replaced = await this.users
+        .aggregate<Group>([
+          { $match: match },
+          { $unwind: '$replaced' },
+          { $group: { _id: { service: '$service', node: '$replaced.node' }, n: { $sum: 1 } } },
+        ])
+        .toArray();
+      return mergeCounts(flat(live), flat(replaced));
     });
   }
 

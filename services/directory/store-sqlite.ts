@@ -3,7 +3,8 @@
 // also hold the nodes store, hence the `dir_` table prefix.
 import type Database from 'better-sqlite3';
 import { openSqlite, retryWhileBusy } from '../../lib/sqlite.js';
-import type { ReplacedUser, UserRecord, UserStore } from './store.js';
+import { mergeCounts } from './store.js';
+import type { ListQuery, NodeCount, ReplacedUser, UserRecord, UserStore } from './store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS dir_users (
@@ -120,6 +121,14 @@ export class SqliteUserStore implements UserStore {
       byEmail: db.prepare<[string], UserRow>('SELECT * FROM dir_users WHERE email = ? ORDER BY service'),
       nextUid: db.prepare<[], { value: number }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value"),
       unassign: db.prepare<[string, string]>("UPDATE dir_users SET node = '', version = version + 1 WHERE service = ? AND node = ?"),
+      liveCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
+        // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
+        "SELECT service, node, count(*) AS n FROM dir_users WHERE (? = '' OR service = ?) AND uid != 0 GROUP BY service, node",
+      ),
+      replacedCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
+        `SELECT u.service AS service, json_extract(r.value, '$.node') AS node, count(*) AS n
+         FROM dir_users u, json_each(u.replaced) r WHERE (? = '' OR u.service = ?) GROUP BY 1, 2`,
+      ),
       ping: db.prepare('SELECT 1'),
     };
   }
@@ -156,6 +165,34 @@ export class SqliteUserStore implements UserStore {
     // '' means "no node": clearing it would only bump versions.
     if (node === '') return 0;
     return this.stmts.unassign.run(service, node).changes;
+  }
+
+  async list(q: ListQuery): Promise<UserRecord[]> {
+    const where: string[] = [];
+    const params: Record<string, string | number> = { limit: q.limit };
+    if (q.service !== '') {
+      where.push('service = @service');
+      params.service = q.service;
+    }
+    if (q.after) {
+      // A row-value comparison walks the primary key from the cursor on.
+      where.push('(service, email) > (@afterService, @afterEmail)');
+      params.afterService = q.after.service;
+      params.afterEmail = q.after.email;
+    }
+    if (q.replaced) where.push("replaced != '[]'");
+    if (q.node !== undefined) {
+      where.push(q.replaced ? "EXISTS (SELECT 1 FROM json_each(replaced) WHERE json_extract(value, '$.node') = @node)" : 'node = @node');
+      params.node = q.node;
+    }
+    const sql = `SELECT * FROM dir_users ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY service, email LIMIT @limit`;
+    return this.db.prepare<[typeof params], UserRow>(sql).all(params).map(fromRow);
+  }
+
+  async counts(service: string): Promise<NodeCount[]> {
+    const live = this.stmts.liveCounts.all(service, service);
+    const replaced = this.stmts.replacedCounts.all(service, service);
+    return mergeCounts(live, replaced);
   }
 
   async ping(): Promise<void> {

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from './rules.js';
-import { login } from './service.js';
+import { claim, deleteReplaced, listUsers, login } from './service.js';
 import type { UserRecord, UserStore } from './store.js';
 
 export type StoreOpener<S> = () => Promise<S | null>;
@@ -212,5 +212,105 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
     assert.equal(stored?.seenClientStates.at(-1), `s${changes - 1}`, 'the newest are kept');
     assert.equal(stored?.replaced.length, MAX_REPLACED);
     assert.equal(stored?.stateChanges.length, changes);
+  });
+
+  it('a purge claim on a replaced record is stored and read back field for field', async (store) => {
+    const rec = sampleUser({
+      replaced: [
+        { uid: 7, node: 'https://n.example', replacedAt: 5, released: false, claim: { by: 'purge-1', until: 1_700_000_000_999 } },
+        { uid: 8, node: '', replacedAt: 6, released: true },
+      ],
+    });
+    assert.equal(await store.insert(rec), true);
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), rec);
+  });
+
+  it('list pages in (service, email) order with a cursor that stays stable under inserts and deletes', async (store) => {
+    const emails = ['e@x', 'a@x', 'c@x', 'b@x', 'd@x'];
+    for (const [i, email] of emails.entries()) await store.insert(sampleUser({ email, uid: i + 1 }));
+    await store.insert(sampleUser({ service: 'notes', email: 'a@x', uid: 10 }));
+    await store.insert(sampleUser({ service: 'aaa', email: 'z@x', uid: 11 }));
+    const page1 = await store.list({ service: 'sync', limit: 2 });
+    assert.deepEqual(page1.map((u) => u.email), ['a@x', 'b@x']);
+    // Written between pages: before the cursor (not seen), after it (seen).
+    await store.insert(sampleUser({ email: 'aa@x', uid: 20 }));
+    await store.insert(sampleUser({ email: 'cc@x', uid: 21 }));
+    const after = { service: 'sync', email: 'b@x' };
+    const page2 = await store.list({ service: 'sync', limit: 2, after });
+    assert.deepEqual(page2.map((u) => u.email), ['c@x', 'cc@x']);
+    const rest = await store.list({ service: 'sync', limit: 10, after: { service: 'sync', email: 'cc@x' } });
+    assert.deepEqual(rest.map((u) => u.email), ['d@x', 'e@x']);
+    // Every application: ordered by service first, and the cursor crosses services.
+    const all = await store.list({ service: '', limit: 100 });
+    assert.deepEqual(all.map((u) => `${u.service}/${u.email}`).slice(0, 2), ['aaa/z@x', 'notes/a@x']);
+    const fromNotes = await store.list({ service: '', limit: 2, after: { service: 'notes', email: 'a@x' } });
+    assert.deepEqual(fromNotes.map((u) => `${u.service}/${u.email}`), ['sync/a@x', 'sync/aa@x']);
+    assert.deepEqual((await store.list({ service: 'sync', limit: 5, after: { service: 'sync', email: 'e@x' } })).length, 0);
+  });
+
+  it('list filters by live node, by replaced records, and by the node of replaced records', async (store) => {
+    const old = (uid: number, node: string) => ({ uid, node, replacedAt: 1, released: false });
+    await store.insert(sampleUser({ email: 'a@x', uid: 1, node: 'https://n1.example' }));
+    await store.insert(sampleUser({ email: 'b@x', uid: 2, node: 'https://n2.example', replaced: [old(20, 'https://n1.example')] }));
+    await store.insert(sampleUser({ email: 'c@x', uid: 3, node: 'https://n1.example', replaced: [old(30, 'https://n2.example'), old(31, '')] }));
+    const emails = (users: UserRecord[]) => users.map((u) => u.email);
+    assert.deepEqual(emails(await store.list({ service: 'sync', limit: 10, node: 'https://n1.example' })), ['a@x', 'c@x']);
+    assert.deepEqual(emails(await store.list({ service: 'sync', limit: 10, replaced: true })), ['b@x', 'c@x']);
+    assert.deepEqual(emails(await store.list({ service: 'sync', limit: 10, replaced: true, node: 'https://n1.example' })), ['b@x']);
+    assert.deepEqual(emails(await store.list({ service: 'sync', limit: 10, replaced: true, node: 'https://n2.example' })), ['c@x']);
+    assert.deepEqual(emails(await store.list({ service: 'notes', limit: 10 })), []);
+  });
+
+  it('counts gives live and replaced records per (service, node)', async (store) => {
+    const old = (uid: number, node: string) => ({ uid, node, replacedAt: 1, released: false });
+    await store.insert(sampleUser({ email: 'a@x', uid: 1, node: 'https://n1.example' }));
+    await store.insert(sampleUser({ email: 'b@x', uid: 2, node: 'https://n1.example', replaced: [old(20, 'https://n2.example')] }));
+    await store.insert(sampleUser({ email: 'c@x', uid: 3, node: '', replaced: [old(30, 'https://n2.example'), old(31, 'https://n1.example')] }));
+    await store.insert(sampleUser({ service: 'notes', email: 'a@x', uid: 4, node: 'https://m.example' }));
+    assert.deepEqual(await store.counts('sync'), [
+      { service: 'sync', node: '', live: 1, replaced: 0 },
+      { service: 'sync', node: 'https://n1.example', live: 2, replaced: 1 },
+      { service: 'sync', node: 'https://n2.example', live: 0, replaced: 2 },
+    ]);
+    assert.deepEqual((await store.counts('')).map((c) => c.service), ['notes', 'sync', 'sync', 'sync']);
+    assert.deepEqual(await store.counts('none'), []);
+  });
+
+  it('listUsers hands out a cursor that walks every user exactly once', async (store) => {
+    for (let i = 0; i < 7; i++) await store.insert(sampleUser({ email: `u${i}@x`, uid: i + 1 }));
+    const seen: string[] = [];
+    let after = '';
+    do {
+      const page = await listUsers(store, { service: 'sync', replaced: false, limit: 3, after });
+      seen.push(...page.users.map((u) => u.email));
+      after = page.next;
+    } while (after !== '');
+    assert.deepEqual(seen, ['u0@x', 'u1@x', 'u2@x', 'u3@x', 'u4@x', 'u5@x', 'u6@x']);
+  });
+
+  it('racing purgers and logins: each replaced record is deleted once, by its claimant; no live record is lost', async (store) => {
+    const old = Array.from({ length: 5 }, (_, i) => ({ uid: 1_000_000 + i, node: 'https://n.example', replacedAt: 1, released: false }));
+    await store.insert(sampleUser({ email: 'r@x', uid: 1, node: 'https://n.example', replaced: old }));
+    const policy = { clientStateChangesPerDay: 1000 };
+    const purger = async (name: string) => {
+      const deleted: number[] = [];
+      for (const r of old) {
+        const c = await claim(store, { service: 'sync', email: 'r@x', uid: r.uid, claimant: name, leaseMs: 60_000, replacedBefore: 10 });
+        if (!c.claimed) continue;
+        const d = await deleteReplaced(store, { service: 'sync', email: 'r@x', uid: r.uid, claimant: name });
+        if (d.deleted) deleted.push(r.uid);
+      }
+      return deleted;
+    };
+    const logins = Array.from({ length: 10 }, (_, i) =>
+      login(store, { service: 'sync', email: 'r@x', generation: i + 1, clientState: `s${i}`, allowNewUsers: true }, policy).catch((e: Error) => e),
+    );
+    const [a, b, c, ...answers] = await Promise.all([purger('p1'), purger('p2'), purger('p3'), ...logins]);
+    assert.deepEqual([...a, ...b, ...c].sort(), old.map((r) => r.uid), 'each old record deleted exactly once');
+    const stored = (await store.get('sync', 'r@x'))!;
+    // Every uid a login answered with is the live uid or a (not purged) replaced one.
+    const kept = new Set([stored.uid, ...stored.replaced.map((r) => r.uid)]);
+    for (const ans of answers) if (!(ans instanceof Error)) assert.ok(kept.has(ans.uid), `uid ${ans.uid} was lost`);
+    assert.ok(!old.some((r) => kept.has(r.uid)), `old records left: ${JSON.stringify(stored.replaced)}`);
   });
 }

@@ -9,6 +9,8 @@ export interface ReplacedUser {
   replacedAt: number;
   /** Its node slot was given back (the user's new uid landed on the same node). Missing in old records: false. */
   released: boolean;
+  /** A purger working on it (purge-rules.ts): who, and until when (ms since epoch) others keep off. */
+  claim?: { by: string; until: number };
 }
 
 export interface UserRecord {
@@ -33,6 +35,31 @@ export interface UserRecord {
   version: number;
 }
 
+/** Where a listing resumes: after this (service, email), in that order. */
+export interface ListPosition {
+  service: string;
+  email: string;
+}
+
+export interface ListQuery {
+  /** '' lists every application. */
+  service: string;
+  /** Only users whose live record is on this node, or (with `replaced`) who have a replaced record on it. */
+  node?: string;
+  /** Only users with replaced records. */
+  replaced?: boolean;
+  after?: ListPosition;
+  limit: number;
+}
+
+/** Records on one node (node '' = live records without a node). */
+export interface NodeCount {
+  service: string;
+  node: string;
+  live: number;
+  replaced: number;
+}
+
 export interface UserStore {
   get(service: string, email: string): Promise<UserRecord | null>;
   /** Inserts a new record; false when (service, email) exists already. */
@@ -48,7 +75,28 @@ export interface UserStore {
   listByEmail(email: string): Promise<UserRecord[]>;
   /** Clears `node` (and bumps version) on every user of `service` on that node; returns how many. */
   unassignNode(service: string, node: string): Promise<number>;
+  /** Users in (service, email) order after `q.after`, at most `q.limit`: a stable cursor under inserts and deletes. */
+  list(q: ListQuery): Promise<UserRecord[]>;
+  /** Live and replaced records per (service, node); `service` '' counts every application. */
+  counts(service: string): Promise<NodeCount[]>;
   /** Reachability check for health endpoints. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Live and replaced counts per (service, node), from the two groupings a store makes, in (service, node) order. */
+export function mergeCounts(
+  live: Array<{ service: string; node: string; n: number }>,
+  replaced: Array<{ service: string; node: string; n: number }>,
+): NodeCount[] {
+  const byKey = new Map<string, NodeCount>();
+  const entry = (service: string, node: string) => {
+    const key = JSON.stringify([service, node]);
+    let c = byKey.get(key);
+    if (!c) byKey.set(key, (c = { service, node, live: 0, replaced: 0 }));
+    return c;
+  };
+  for (const r of live) entry(r.service, r.node).live += r.n;
+  for (const r of replaced) entry(r.service, r.node).replaced += r.n;
+  return [...byKey.values()].sort((a, b) => (a.service === b.service ? (a.node < b.node ? -1 : 1) : a.service < b.service ? -1 : 1));
 }

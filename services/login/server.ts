@@ -6,10 +6,10 @@ import Router from '@koa/router';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { answerClientErrors } from '../../lib/client-error.js';
-import type { LoginConfig } from '../../lib/config.js';
+import { readAllowListFile, type LoginConfig } from '../../lib/config.js';
 import { NotFound } from '../../lib/errors.js';
 import { watchLoopDelay } from '../../lib/load.js';
-import { logger } from '../../lib/log.js';
+import { logger, type Logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
 import { DEV_IDP_WARNING, trustsDevIdp } from '../../lib/idp.js';
 import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
@@ -58,6 +58,26 @@ function close(server: Server): Promise<void> {
   });
 }
 
+/**
+ * ALLOWED_USERS=@<file>: SIGHUP reads the file again. A file that cannot be read
+ * or parsed leaves the current list in force (and says why in the log).
+ */
+function reloadAllowListOnHangup(config: LoginConfig, log: Logger): () => void {
+  const source = config.allowedUsers;
+  const file = source?.file;
+  if (!source || !file) return () => undefined;
+  const reload = () => {
+    try {
+      source.list = readAllowListFile(file);
+      log.info({ file, emails: source.list.emails.size, domains: source.list.domains.size }, 'ALLOWED_USERS reloaded');
+    } catch (err) {
+      log.error({ file, err: (err as Error).message }, 'ALLOWED_USERS reload failed; the previous list stays');
+    }
+  };
+  process.on('SIGHUP', reload);
+  return () => process.off('SIGHUP', reload);
+}
+
 export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   const log = logger('login');
   const auth = await createAuthenticator(config);
@@ -90,6 +110,7 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     loopDelay.stop();
     throw err;
   }
+  const stopReloading = reloadAllowListOnHangup(config, log);
   const { port } = server.address() as AddressInfo;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   log.info({ port, applications: [...config.applications.keys()] }, 'login listening');
@@ -98,6 +119,7 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     url: `http://${host}:${port}`,
     metricsPort: exposed?.port,
     close: async () => {
+      stopReloading();
       await exposed?.close();
       await close(server);
       backends.close();

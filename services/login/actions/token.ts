@@ -7,7 +7,9 @@ import {
   NotAcceptable,
   NotFound,
   ServiceUnavailable,
+  UserNotAllowed,
 } from '../../../lib/errors.js';
+import { isAllowedUser } from '../../../lib/config.js';
 import { accountIdKey, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
@@ -68,6 +70,13 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     ctx.state.identity = identity;
     // Bearer names the client state in X-KeyID (checked against X-Client-State there).
     if (identity.clientState !== undefined) ctx.state.clientState = identity.clientState;
+    await next();
+  };
+
+  // After the credentials are verified (the e-mail is known and certified), before any record is made.
+  const allowedUser: TokenMiddleware = async function allowedUser(ctx, next) {
+    const allowed = config.allowedUsers;
+    if (allowed && !isAllowedUser(allowed.list, ctx.state.identity.email)) throw new UserNotAllowed('this user may not use this service');
     await next();
   };
 
@@ -153,6 +162,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     acceptJson,
     checkClientState,
     authenticate,
+    allowedUser,
     loginUser,
     assignNode,
     mintToken,
