@@ -206,8 +206,8 @@ test('nodes: add, list, update, down, up, backoff, remove with --json', async ()
   assert.equal((await ok(['nodes', 'update', 'notes', url, '--capacity', '20', '--json'])).json.node.capacity, 20);
   assert.equal((await ok(['nodes', 'down', 'notes', url, '--json'])).json.node.downed, true);
   const text = await ok(['nodes', 'list', 'notes']);
-  assert.match(text.stdout, /^APP\s+URL\s+CAPACITY\s+LOAD\s+AVAILABLE\s+STATE$/m);
-  assert.match(text.stdout, /^notes\s+https:\/\/node-x\.example\s+20\s+0\s+\d+\s+down$/m);
+  assert.match(text.stdout, /^APP\s+URL\s+CAPACITY\s+LOAD\s+AVAILABLE\s+USERS\s+STATE$/m);
+  assert.match(text.stdout, /^notes\s+https:\/\/node-x\.example\s+20\s+0\s+\d+\s+0\s+down$/m);
   assert.equal((await ok(['nodes', 'up', 'notes', url, '--json'])).json.node.downed, false);
   assert.equal((await ok(['nodes', 'backoff', 'notes', url, '--json'])).json.node.backoff, true);
   assert.equal((await ok(['nodes', 'backoff', 'notes', url, '--off', '--json'])).json.node.backoff, false);

@@ -166,7 +166,8 @@ test('gateway: mutated Hawk headers and targets → 400 or 401 with the error bo
       const res = await rawRequest(stack.gatewayUrl, { method, target: sentTarget, headers, body });
       const context = `${res.status} ${res.text.slice(0, 200)} for ${method} ${sentTarget} ${sentHeader}`;
       assert.ok(res.status < 500, context);
-      if (res.status === 200) {
+      // 204: the demo app's answer to the purge's DELETE /<version>/<uid> (no body to compare).
+      if (res.status === 200 || (res.status === 204 && method === 'DELETE')) {
         passed++;
         assert.equal(new URL(sentTarget, 'http://x').pathname.split('/')[2], String(token.uid), context);
         // Same signed attributes (spacing may differ) and the target it was signed for.
@@ -174,7 +175,7 @@ test('gateway: mutated Hawk headers and targets → 400 or 401 with the error bo
         const b = parseHawkHeader(header);
         assert.deepEqual([a.id, a.mac, a.ts, a.nonce, a.hash, a.ext], [b.id, b.mac, b.ts, b.nonce, b.hash, b.ext], context);
         assert.equal(sentTarget, t, context);
-        assert.equal(res.json?.uid, String(token.uid), context);
+        if (res.status === 200) assert.equal(res.json?.uid, String(token.uid), context);
       } else {
         assert.ok([400, 401].includes(res.status), context);
         assert.ok(isErrorBody(res.json), context);
