@@ -1,8 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import {
   MAX_HEADER_LENGTH,
   hawkHeader,
@@ -16,6 +14,7 @@ import {
   type HawkAttributes,
 } from './hawk.js';
 import { BadRequest, ProtocolError, Unauthorized } from './errors.js';
+import { readVectors } from '../tests/support/vectors.js';
 
 // The archived reference package, used only as an oracle.
 interface HawkCredentials {
@@ -58,7 +57,7 @@ interface Vector {
   authorization: string;
   server_authorization?: { options: { payload: string; contentType: string; ext: string }; header: string; normalized_string: string };
 }
-const vectors = JSON.parse(readFileSync(fileURLToPath(new URL('../../shared/vectors/hawk.json', import.meta.url)), 'utf8')).vectors as Vector[];
+const vectors = readVectors<Vector[]>('hawk.json');
 
 /** Our verifier's steps for a parsed header: the MAC over the given request. */
 function verifies(attrs: HawkAttributes, key: string, req: { method: string; resource: string; host: string; port: number }): boolean {

@@ -1,13 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { deriveNodeSecret, derivedSecret, encodeToken, makeToken, newSalt, nodeSecrets, parseToken, signingKey } from './token.js';
 import { InvalidCredentials, InvalidTimestamp } from './errors.js';
+import { readVectors } from '../tests/support/vectors.js';
 
-const vectors = JSON.parse(
-  readFileSync(fileURLToPath(new URL('../../shared/vectors/tokenlib.json', import.meta.url)), 'utf8'),
-).vectors as Array<{ master_secret: string; payload_json: string; signing_key_hex: string; token: string; derived_secret: string }>;
+const vectors = readVectors<Array<{ master_secret: string; payload_json: string; signing_key_hex: string; token: string; derived_secret: string }>>('tokenlib.json');
 
 test('tokenlib vectors: signing key, token and derived secret byte for byte', () => {
   assert.ok(vectors.length > 0);
