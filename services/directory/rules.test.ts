@@ -187,3 +187,12 @@ test('one user history: generations only go up, a client-state change needs a ge
   assert.deepEqual(final.seenClientStates, ['orig']);
   assert.deepEqual(final.replaced.map((r) => r.uid), [1]);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/directory/rules.ts).
+test('requestProblem: 255 characters are allowed, 256 are not; each refusal names its field', () => {
+  assert.equal(requestProblem({ service: 's'.repeat(255), email: 'e'.repeat(255) }), null);
+  assert.match(requestProblem({ service: 's'.repeat(256), email: 'a@b' })!.message, /^service must be 1 to 255 characters$/);
+  assert.match(requestProblem({ service: 'sync', email: 'e'.repeat(256) })!.message, /^email must be 1 to 255 characters$/);
+  assert.match(requestProblem({ service: 'sync', email: 'a@b', clientState: 'a b' })!.message, /^client state must match/);
+  rejected(decideLogin(null, input({ allowNewUsers: false }), NOW), NewUsersDisabled, /^new users are not accepted$/);
+});
