@@ -1,6 +1,8 @@
 // The bench's long mode: the reliability tests with long settings, through
 // the test runner exactly as npm test runs them (scripts/test.sh).
 //  - fuzzing: every tests/fuzz-*.test.ts with FUZZ_RUNS=100000 cases per property;
+//  - mutation testing (bench/mutation.ts): StrykerJS on each security-critical
+//    file with the tests beside it; the score per file (~1 h on 2 shared cores);
 //  - load without loss: tests/load.test.ts closed-loop for a few seconds to find
 //    the mixed workload's maximum rate, then 60 s paced at 80 % of it.
 import { spawn } from 'node:child_process';
@@ -9,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ROOT } from './build.js';
 import type { BenchResult, BenchRow } from './gateway.js';
+import { MUTATION_TARGETS, type MutationScore } from './mutation.js';
 
 const LOAD_SHARE = 0.8;
 
@@ -61,6 +64,28 @@ async function loadRun(env: Record<string, string>): Promise<{ ok: boolean; repo
   }
 }
 
+/** Every mutation target in one child process (its output shown as it goes); a row per file. */
+async function mutationRows(): Promise<BenchRow[]> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'bench-mutation-'));
+  try {
+    const file = path.join(dir, 'scores.json');
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/mutation.ts'), '--summary', file, ...Object.keys(MUTATION_TARGETS)], { cwd: ROOT, stdio: 'inherit' });
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    let scores: MutationScore[];
+    try {
+      scores = (JSON.parse(readFileSync(file, 'utf8')) as { scores: MutationScore[] }).scores;
+    } catch {
+      return [{ metric: `mutation testing: no scores (exit ${code})`, value: NaN, pass: false }];
+    }
+    return scores.map((s) => ({
+      metric: `mutation score ${s.file}, % (${s.killed + s.timeout} killed of ${s.killed + s.timeout + s.survived + s.noCoverage}, ${s.survived + s.noCoverage} survived; ${s.seconds} s)`,
+      value: s.score,
+    }));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function longRuns(o: { quick: boolean }): Promise<BenchResult> {
   const rows: BenchRow[] = [];
   const fuzzRuns = o.quick ? '10000' : '100000';
@@ -73,6 +98,8 @@ export async function longRuns(o: { quick: boolean }): Promise<BenchResult> {
     rows.push({ metric: `${file}, ${fuzzRuns} cases per property (${r.seconds} s)`, value: r.ok ? 0 : 1, target: '0 failures', pass: r.ok });
     if (!r.ok) console.error(`[long] ${file} failed: ${failureLines(r.tail)}`);
   }
+  console.log('[long] mutation testing…');
+  rows.push(...(await mutationRows()));
 
   console.log('[long] mixed load, closed loop, to find its maximum rate…');
   const probe = await loadRun({ LOAD_SECONDS: o.quick ? '5' : '10' });

@@ -6,7 +6,8 @@
 //   npm run bench -- --only login,gateway
 //                                        sections: login, login-mongo, gateway, growth, parse, profile, long
 //   npm run bench -- --long              adds the long reliability runs: fuzzing with
-//                                        FUZZ_RUNS=100000 and 60 s of mixed load at ~80 % of max
+//                                        FUZZ_RUNS=100000, mutation testing (bench/mutation.ts)
+//                                        and 60 s of mixed load at ~80 % of max
 // Runs other than the full default one are saved to dist/bench-results/partial.json (not committed);
 // profiles go to dist/bench-results/profiles/.
 import { execFileSync, spawnSync } from 'node:child_process';

@@ -1,8 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import {
   MAX_HEADER_LENGTH,
   hawkHeader,
@@ -16,6 +14,7 @@ import {
   type HawkAttributes,
 } from './hawk.js';
 import { BadRequest, ProtocolError, Unauthorized } from './errors.js';
+import { readVectors } from '../tests/support/vectors.js';
 
 // The archived reference package, used only as an oracle.
 interface HawkCredentials {
@@ -58,7 +57,7 @@ interface Vector {
   authorization: string;
   server_authorization?: { options: { payload: string; contentType: string; ext: string }; header: string; normalized_string: string };
 }
-const vectors = JSON.parse(readFileSync(fileURLToPath(new URL('../../shared/vectors/hawk.json', import.meta.url)), 'utf8')).vectors as Vector[];
+const vectors = readVectors<Vector[]>('hawk.json');
 
 /** Our verifier's steps for a parsed header: the MAC over the given request. */
 function verifies(attrs: HawkAttributes, key: string, req: { method: string; resource: string; host: string; port: number }): boolean {
@@ -294,4 +293,51 @@ test('parser errors point at the Authorization header', () => {
     assert.equal(err.status, 400);
     assert.deepEqual(err.detail(), { location: 'header', name: 'Authorization', description: err.message });
   }
+});
+
+// Cases below were found missing by mutation testing (npm run mutation -- lib/hawk.ts).
+
+test('parser: a missing or empty header says so, with the Hawk challenge', () => {
+  for (const h of [undefined, '']) {
+    rejects(h, Unauthorized, /^missing Authorization header$/);
+    assert.throws(() => parseHawkHeader(h), (e: unknown) => (e as ProtocolError).headers['WWW-Authenticate'] === 'Hawk');
+  }
+});
+
+test('parser: the scheme is followed by any amount of whitespace, and by nothing else', () => {
+  assert.equal(parseHawkHeader('Hawk  \t id="a", ts="1", nonce="n", mac="m"').id, 'a');
+  rejects('Hawk,id="a", ts="1", nonce="n", mac="m"', BadRequest, /no attributes/);
+});
+
+test('parser: a malformed attribute is quoted from where it starts, at most 20 characters', () => {
+  rejects('Hawk id=a, ts="1", nonce="n", mac="m"', BadRequest, /^malformed Hawk attribute near "id=a, ts=\\"1\\", nonce=", expected name="value"$/);
+  rejects('Hawk id="a", ts=1, nonce="n", mac="m"', BadRequest, /^malformed Hawk attribute near "ts=1, nonce=\\"n\\", mac", expected name="value"$/);
+});
+
+test('payload hash ignores spaces around the content type', () => {
+  assert.equal(payloadHash('x', ' text/plain ; charset=utf-8'), payloadHash('x', 'text/plain'));
+});
+
+test('hawkHeader: the target keeps a query that ends in "?", and no "?" of the fragment', () => {
+  const signed = (url: string) => parseHawkHeader(hawkHeader({ id: 'i', key, method: 'GET', url, ts: 1, nonce: 'n' }));
+  assert.ok(verifies(signed('http://h/x?a=1?'), key, { method: 'GET', resource: '/x?a=1?', host: 'h', port: 80 }));
+  assert.ok(verifies(signed('http://h/x#a?'), key, { method: 'GET', resource: '/x', host: 'h', port: 80 }));
+});
+
+test('hawkHeader: refusals name the value at fault', () => {
+  assert.throws(() => hawkHeader({ id: 'i', key, method: 'GET', url: 'http://h/', ext: 'say "hi"' }), /^TypeError: Hawk ext holds characters a header cannot carry$/);
+  assert.throws(() => hawkHeader({ id: 'i', key, method: 'GET', url: 'http://h/', dlg: 'd' }), /^TypeError: Hawk dlg requires app$/);
+});
+
+test('hawkHeader: app and dlg are sent and signed; dlg only with app, and an empty one is left out', () => {
+  const req = { method: 'GET', resource: '/x', host: 'h', port: 80 };
+  const both = parseHawkHeader(hawkHeader({ id: 'i', key, method: 'GET', url: 'http://h/x', app: 'A', dlg: 'D' }));
+  assert.deepEqual([both.app, both.dlg], ['A', 'D']);
+  assert.ok(verifies(both, key, req));
+  assert.ok(!verifies({ ...both, dlg: 'E' }, key, req), 'dlg is covered');
+  const appOnly = hawkHeader({ id: 'i', key, method: 'GET', url: 'http://h/x', app: 'A', dlg: '' });
+  assert.match(appOnly, /, app="A"$/);
+  const parsed = parseHawkHeader(appOnly);
+  assert.deepEqual([parsed.app, parsed.dlg], ['A', undefined]);
+  assert.ok(verifies(parsed, key, req));
 });

@@ -146,9 +146,9 @@ export interface HawkHeaderOptions {
   dlg?: string;
 }
 
-/** Request target as an HTTP client sends it, keeping a bare trailing '?'. */
-function requestTarget(u: URL, raw: string): string {
-  const bareQuery = u.search === '' && /^[^#]*\?(#|$)/.test(raw);
+/** Request target as an HTTP client sends it, keeping a bare trailing '?' (which `search` hides and `href` keeps). */
+function requestTarget(u: URL): string {
+  const bareQuery = u.search === '' && /^[^#]*\?(#|$)/.test(u.href);
   return u.pathname + (bareQuery ? '?' : u.search);
 }
 
@@ -164,7 +164,7 @@ export function hawkHeader(o: HawkHeaderOptions): string {
     ts: o.ts ?? Math.floor(Date.now() / 1000),
     nonce: o.nonce ?? randomBytes(9).toString('base64url'),
     method: o.method,
-    resource: requestTarget(u, typeof o.url === 'string' ? o.url : u.href),
+    resource: requestTarget(u),
     host: u.hostname,
     port: u.port || (u.protocol === 'https:' ? 443 : 80),
     hash: o.payload === undefined ? undefined : payloadHash(o.payload, o.contentType),

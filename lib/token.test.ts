@@ -1,13 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { deriveNodeSecret, derivedSecret, encodeToken, makeToken, newSalt, nodeSecrets, parseToken, signingKey } from './token.js';
 import { InvalidCredentials, InvalidTimestamp } from './errors.js';
+import { readVectors } from '../tests/support/vectors.js';
 
-const vectors = JSON.parse(
-  readFileSync(fileURLToPath(new URL('../../shared/vectors/tokenlib.json', import.meta.url)), 'utf8'),
-).vectors as Array<{ master_secret: string; payload_json: string; signing_key_hex: string; token: string; derived_secret: string }>;
+const vectors = readVectors<Array<{ master_secret: string; payload_json: string; signing_key_hex: string; token: string; derived_secret: string }>>('tokenlib.json');
 
 test('tokenlib vectors: signing key, token and derived secret byte for byte', () => {
   assert.ok(vectors.length > 0);
@@ -68,4 +65,87 @@ test('salts: 6 hex characters, fresh across refills of the random pool', () => {
   for (const s of salts) assert.match(s, /^[0-9a-f]{6}$/);
   // 3000 draws from 2^24 values repeat a few at most; a pool served twice would repeat ~1000.
   assert.ok(new Set(salts).size > 2990, `only ${new Set(salts).size} distinct`);
+});
+
+// Cases below were found missing by mutation testing (npm run mutation -- lib/token.ts).
+
+test('node secret: a known answer (HKDF-SHA256 computed independently, with Python hmac)', () => {
+  // 49 characters: the secret is floor(49 / 2) = 24 bytes.
+  const master = 'master-secret-for-a-known-answer-0123456789abcdef';
+  assert.equal(deriveNodeSecret(master, 'https://node.example'), '29ffac5aa48aaa03a66a60aaccaeb4b8f36846541ba26983');
+});
+
+test('nodeSecrets: each node and each list of masters gets its own secrets', () => {
+  const masters = ['first-master-secret-0123456789', 'second-master-secret-0123456789'];
+  for (const node of ['https://a.example', 'https://b.example']) {
+    assert.deepEqual(nodeSecrets(masters, node), masters.map((m) => deriveNodeSecret(m, node)));
+  }
+  // Lists that would join to the same text are still different lists.
+  const [ab, c] = ['ab'.repeat(10), 'c'.repeat(20)];
+  assert.deepEqual(nodeSecrets([ab, c], 'https://a.example'), [deriveNodeSecret(ab, 'https://a.example'), deriveNodeSecret(c, 'https://a.example')]);
+  assert.deepEqual(nodeSecrets([`${ab}c`, c.slice(1)], 'https://a.example'), [deriveNodeSecret(`${ab}c`, 'https://a.example'), deriveNodeSecret(c.slice(1), 'https://a.example')]);
+});
+
+/** A valid token whose id encodes exactly `bytes` bytes (the JSON and its 32-byte signature). */
+function tokenOfBytes(bytes: number, secret: string): string {
+  const base = { uid: 1, node: 'https://n', expires: 5000, salt: '000000', pad: '' };
+  base.pad = 'x'.repeat(bytes - 32 - JSON.stringify(base).length);
+  return encodeToken(JSON.stringify(base), secret);
+}
+
+/** A token whose id is exactly `length` characters (a multiple of 4, so no padding). */
+function tokenOfLength(length: number, secret: string): string {
+  const id = tokenOfBytes((length / 4) * 3, secret);
+  assert.equal(id.length, length);
+  return id;
+}
+
+test('parseToken: the length cap, and the reason given for each refusal', () => {
+  const secret = 'some-node-secret-0123456789';
+  const refuses = (id: string, message: RegExp, cls: typeof InvalidCredentials | typeof InvalidTimestamp = InvalidCredentials) =>
+    assert.throws(() => parseToken(id, [secret], 0), (e: unknown) => e instanceof cls && message.test((e as Error).message), id.slice(0, 20));
+  assert.equal(parseToken(tokenOfLength(4096, secret), [secret], 0).payload.uid, 1);
+  refuses(tokenOfLength(4100, secret), /^malformed token$/);
+  refuses('', /^malformed token$/);
+  refuses(Buffer.alloc(32).toString('base64url'), /^malformed token$/);
+  refuses(Buffer.alloc(33).toString('base64url'), /^token signature does not match$/);
+  refuses(encodeToken('not json', secret), /^malformed token payload$/);
+  refuses(encodeToken('{"uid":1}', secret), /^malformed token payload$/);
+  const { id } = makeToken({ uid: 1, node: 'https://n', expires: 5, salt: '000000' }, secret);
+  assert.throws(() => parseToken(id, [secret], 5), (e: unknown) => e instanceof InvalidTimestamp && /^token expired$/.test((e as Error).message));
+});
+
+test('parseToken: payloads of the wrong shape are refused, uid 0 is a uid', () => {
+  const secret = 'some-node-secret-0123456789';
+  const ok = { uid: 0, node: 'https://n', expires: 5000, salt: '000000' };
+  assert.equal(parseToken(encodeToken(JSON.stringify(ok), secret), [secret], 0).payload.uid, 0);
+  for (const json of ['null', '5', '"text"', JSON.stringify({ ...ok, node: 5 }), JSON.stringify({ ...ok, salt: 123 }), JSON.stringify({ ...ok, expires: '9999' })]) {
+    assert.throws(() => parseToken(encodeToken(json, secret), [secret], 0), InvalidCredentials, json);
+  }
+});
+
+test('parseToken: the clock defaults to now', () => {
+  const secret = 'some-node-secret-0123456789';
+  const now = Math.floor(Date.now() / 1000);
+  const fresh = makeToken({ uid: 1, node: 'https://n', expires: now + 3600, salt: '000000' }, secret).id;
+  assert.equal(parseToken(fresh, [secret]).payload.uid, 1);
+  const stale = makeToken({ uid: 1, node: 'https://n', expires: now - 10, salt: '000000' }, secret).id;
+  assert.throws(() => parseToken(stale, [secret]), InvalidTimestamp);
+});
+
+test('token encoding: padding at most to the 4-character boundary, canonical trailing bits', () => {
+  const secret = 'some-node-secret-0123456789';
+  const whole = tokenOfLength(1024, secret); // no padding needed
+  assert.throws(() => parseToken(`${whole}====`, [secret], 0), InvalidCredentials);
+  // An id that needs '==': one '=' is wrong, as is a third.
+  const bare = tokenOfBytes(301, secret).replace(/=+$/, '');
+  assert.equal(bare.length % 4, 2, 'this id needs two padding characters');
+  assert.equal(parseToken(`${bare}==`, [secret], 0).payload.uid, 1);
+  for (const padded of [`${bare}=`, `${bare}===`]) assert.throws(() => parseToken(padded, [secret], 0), InvalidCredentials, padded);
+  // The last character carries 2 bits of data and 4 unused ones: setting an unused bit is another spelling.
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const last = alphabet.indexOf(bare.at(-1)!);
+  const respelled = bare.slice(0, -1) + alphabet[last ^ 1];
+  assert.deepEqual(Buffer.from(respelled, 'base64url'), Buffer.from(bare, 'base64url'), 'same bytes');
+  assert.throws(() => parseToken(respelled, [secret], 0), InvalidCredentials);
 });

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LOG_LEVEL="${LOG_LEVEL:-silent}"
-mapfile -t files < <(find lib services tests sdk cli -name '*.test.ts' -not -path '*/node_modules/*' 2>/dev/null | sort)
+mapfile -t files < <(find lib services tests sdk cli -name '*.test.ts' -not -path '*/node_modules/*' -not -path '*/.stryker-tmp/*' 2>/dev/null | sort)
 if [ "$#" -gt 0 ]; then files=("$@"); fi
 
 # ---- MongoDB suites ----

@@ -122,3 +122,25 @@ test('certificate and assertion swapped, duplicated or re-bundled: refused', asy
     await assert.rejects(verifier.verify(`Assertion ${creds}`));
   }
 });
+
+test('an assertion for any audience but ours is refused: 401 invalid-credentials', async () => {
+  const cert = valid.split('~')[0];
+  const verifyFor = async (aud: string) => {
+    const header = `Assertion ${bundle(cert, await signJws(keys.es, { aud, exp: Date.now() + 300_000 }))}`;
+    return outcomeAsync(() => verifier.verify(header), [InvalidCredentials], aud);
+  };
+  // The control: the same certificate and key with our audience verifies.
+  assert.ok(await verifyFor(AUDIENCE));
+  // Near misses, every run; then generated strings, every one of them another audience.
+  const nearMisses = [`${AUDIENCE}/`, AUDIENCE.toUpperCase(), AUDIENCE.replace('https:', 'http:'), `${AUDIENCE}:443`, ` ${AUDIENCE}`, AUDIENCE.slice(0, -1), 'https://elsewhere.example', ''];
+  for (const aud of nearMisses) assert.equal(await verifyFor(aud), undefined, `accepted audience ${JSON.stringify(aud)}`);
+  const otherAudience = fc
+    .oneof(fc.string({ maxLength: 30 }), fc.webUrl(), fc.tuple(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 })).map(([a, b]) => `${a}${AUDIENCE}${b}`))
+    .filter((aud) => aud !== AUDIENCE);
+  await fc.assert(
+    fc.asyncProperty(otherAudience, async (aud) => {
+      assert.equal(await verifyFor(aud), undefined, `accepted audience ${JSON.stringify(aud)}`);
+    }),
+    fuzzParams(100),
+  );
+});

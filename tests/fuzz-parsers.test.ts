@@ -214,10 +214,36 @@ test('gateway authenticate: any target and header → a caller, 400 or 401; a mu
         const b = parseHawkHeader(header);
         assert.deepEqual([a.id, a.mac, a.ts, a.nonce, a.hash, a.ext], [b.id, b.mac, b.ts, b.nonce, b.hash, b.ext], 'only the signed attributes pass');
         assert.equal(caller.uid, 7);
+        const segments = sentTarget.split('?', 1)[0].split('/');
+        // The uid segment as sent, or percent-decoded (as the application will read it).
+        assert.ok(segments[1] !== '' && [segments[2], decodeURIComponent(segments[2] ?? '')].includes('7'), `only a path under /<app_version>/7 passes: ${sentTarget}`);
         passed++;
       }
     }),
     fuzzParams(3000),
   );
   assert.ok(passed > 0, 'some unmutated requests to the uid’s own path pass (the property is not vacuous)');
+});
+
+test('gateway authenticate: a correctly signed request passes exactly when its path is under /<app_version>/<token uid>', () => {
+  const node = guardedNode(NODE_URL, MASTERS);
+  const { id, key } = makeToken({ uid: 7, node: NODE_URL, expires: NOW_S + 600, salt: 'abcdef' }, SECRET);
+  let seq = 0;
+  // Every request is correctly signed, so only the uid-in-path rule can tell these apart
+  // (no percent-encoding here: whether '%37' names uid 7 is the target rule's business).
+  const version = fc.constantFrom('1.5', '1.0', 'x', '');
+  const uid = fc.oneof(fc.constantFrom('7', '8', '70', '07', '', '-7', '7.0', '+7', 'seven'), fc.nat({ max: 100 }).map(String));
+  const rest = fc.constantFrom('', '/', '/storage', '/storage/x?full=1', '?q=7', '?/1.5/7', '/7', '//7');
+  const checked = { passed: 0, refused: 0 };
+  fc.assert(
+    fc.property(version, uid, rest, (v, u, r) => {
+      const target = `/${v}/${u}${r}`;
+      const req = { method: 'GET', target, authorization: hawkHeader({ id, key, method: 'GET', url: `${NODE_URL}${target}`, nonce: `p${++seq}` }) };
+      const caller = outcome(() => authenticate(req, node, { skewSeconds: 60 }), [InvalidCredentials], req);
+      assert.equal(caller !== undefined, v !== '' && u === '7', `${target}: ${caller ? 'passed' : 'refused'}`);
+      checked[caller ? 'passed' : 'refused']++;
+    }),
+    fuzzParams(1000),
+  );
+  assert.ok(checked.passed > 0 && checked.refused > 0, `both outcomes exercised: ${JSON.stringify(checked)}`);
 });

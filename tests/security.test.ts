@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bundle, generateKey, signAssertion, signCertificate } from '../lib/idp.js';
-import { makeToken, newSalt, nodeSecrets } from '../lib/token.js';
+import { derivedSecret, makeToken, newSalt, nodeSecrets } from '../lib/token.js';
 import type { HttpResponse } from '../services/login/testkit.js';
 import { isErrorBody, startTestStack, type GatewayResponse, type TestStack, type Token } from './support/stack.js';
 
@@ -70,13 +70,20 @@ describe('node-gateway refusals', () => {
 
   test('a token with a flipped byte (payload or signature): 401 invalid-credentials', async () => {
     const raw = Buffer.from(token.id, 'base64url');
-    for (const at of [10, raw.length - 5]) {
+    const secret = nodeSecrets(stack.masterSecrets, stack.nodeUrl)[0];
+    // A payload byte whose flip leaves a well-formed payload for this node (the salt's first
+    // character), and a signature byte: only the token's signature check can refuse either.
+    const saltAt = raw.indexOf('"salt":"') + '"salt":"'.length;
+    assert.ok(saltAt > 8 && saltAt < raw.length - 32, 'the salt is in the payload');
+    for (const at of [saltAt, raw.length - 5]) {
       const flipped = Buffer.from(raw);
       flipped[at] ^= 0x01;
       // Same alphabet and padding as the real token, so only the byte differs.
       const id = flipped.toString('base64').replace(/\+/g, '-').replace(/\//g, '_');
       assert.notEqual(id, token.id);
-      assertGatewayRefused(await stack.signed(token, { id }), 'invalid-credentials');
+      // Signed with the key the gateway derives for the tampered token, so the MAC cannot fail first.
+      const salt = JSON.parse(flipped.subarray(0, flipped.length - 32).toString('utf8')).salt;
+      assertGatewayRefused(await stack.signed(token, { id, key: derivedSecret(id, salt, secret) }), 'invalid-credentials');
     }
   });
 

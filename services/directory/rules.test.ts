@@ -256,3 +256,12 @@ test('assignment: only for the current uid without a node; releases unreleased r
   assert.deepEqual(a?.record, { ...fresh, node, version: 4, replaced: [replaced[0], replaced[1], { ...replaced[2], released: true }, replaced[3]] });
   assert.equal(assignment(fresh, 10, 'https://third.example')?.released, 0);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/directory/rules.ts).
+test('requestProblem: 255 characters are allowed, 256 are not; each refusal names its field', () => {
+  assert.equal(requestProblem({ service: 's'.repeat(255), email: 'e'.repeat(255) }), null);
+  assert.match(requestProblem({ service: 's'.repeat(256), email: 'a@b' })!.message, /^service must be 1 to 255 characters$/);
+  assert.match(requestProblem({ service: 'sync', email: 'e'.repeat(256) })!.message, /^email must be 1 to 255 characters$/);
+  assert.match(requestProblem({ service: 'sync', email: 'a@b', clientState: 'a b' })!.message, /^client state must match/);
+  rejected(decideLogin(null, input({ allowNewUsers: false }), NOW, POLICY), NewUsersDisabled, /^new users are not accepted$/);
+});

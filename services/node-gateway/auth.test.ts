@@ -230,3 +230,16 @@ test('verified tokens are cached by id, expiry still checked on every use', () =
   // And through authenticate: the same caller, request after request.
   for (let i = 0; i < 3; i++) assert.equal(authenticate(signed(t), node, { skewSeconds: 60, tokens, nowMs: NOW_MS }).uid, 42);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/node-gateway/auth.ts).
+test('a refused target points at the path; a body without a content type is hashed with an empty one', () => {
+  assert.throws(
+    () => checkTarget('/1.5/42/../43'),
+    (e: unknown) => e instanceof BadRequest && assert.deepEqual(e.detail(), { location: 'url', name: 'path', description: e.message }) === undefined,
+  );
+  checkPayloadHash(Buffer.from('x'), undefined, payloadHash('x', ''));
+  assert.throws(
+    () => checkPayloadHash(Buffer.from('y'), undefined, payloadHash('x', '')),
+    (e: unknown) => e instanceof InvalidCredentials && e.message === 'payload hash does not match the body',
+  );
+});

@@ -3,16 +3,15 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { gatewayConfig } from '../../lib/config.js';
 import { hawkHeader, timestampMac } from '../../lib/hawk.js';
 import { derivedSecret, encodeToken, makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
 import { newSecret } from '../../tests/support/services.js';
 import { startGateway, type Gateway } from './server.js';
+import { readVectors } from '../../tests/support/vectors.js';
 
 interface HawkCredentials {
   id: string;
@@ -241,7 +240,7 @@ test('the MAC uses the public node URL: default and non-default ports, whatever 
 });
 
 test('a token in the reference tokenlib format is accepted', async () => {
-  const vector = JSON.parse(readFileSync(fileURLToPath(new URL('../../../shared/vectors/tokenlib.json', import.meta.url)), 'utf8')).vectors[0];
+  const vector = readVectors<Array<{ payload_json: string }>>('tokenlib.json')[0];
   const payload = { ...JSON.parse(vector.payload_json), node: NODE_URL, expires: now() + 300 };
   const secret = nodeSecrets(MASTERS, NODE_URL)[0];
   const id = encodeToken(JSON.stringify(payload), secret);

@@ -1,0 +1,127 @@
+// Mutation testing (StrykerJS, command test runner): how many deliberate small
+// breakages of a file the tests beside it catch. One Stryker run per file, each
+// running only the tests that cover that file, so a run takes minutes.
+//
+//   npm run mutation -- lib/hawk.ts [more files]   (no file: every target below)
+//   npm run mutation -- --concurrency 1 lib/token.ts
+//   npm run mutation -- --summary out.json …       also writes the scores as JSON (the bench's long mode)
+//
+// Prints the score per file and every surviving mutant; the HTML report of each
+// run goes to dist/mutation/<file>.html. Survivors are killed by a test or
+// explained in the README ("Mutation testing").
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Stryker } from '@stryker-mutator/core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const REPORTS = path.join(ROOT, 'dist', 'mutation');
+
+type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
+
+/** Each file under mutation testing, and the test files that cover it. */
+export const MUTATION_TARGETS: Record<string, string[]> = {
+  'lib/hawk.ts': ['lib/hawk.test.ts'],
+  'lib/token.ts': ['lib/token.test.ts'],
+  'services/directory/rules.ts': ['services/directory/rules.test.ts'],
+  'services/login/assertion.ts': ['services/login/assertion.test.ts'],
+  'services/node-gateway/auth.ts': ['services/node-gateway/auth.test.ts'],
+  'services/node-gateway/forward.ts': ['services/node-gateway/forward.test.ts', 'services/node-gateway/server.test.ts'],
+};
+
+export interface MutationScore {
+  file: string;
+  /** Killed (or timed out) / (killed + timed out + survived + not covered), in %. */
+  score: number;
+  killed: number;
+  timeout: number;
+  survived: number;
+  noCoverage: number;
+  /** Mutants that did not run: compile or runtime errors in the mutated code. */
+  invalid: number;
+  seconds: number;
+  survivors: string[];
+}
+
+/** The counts and the score of one run's results (Stryker's definition of the score). */
+export function scoreOf(file: string, results: readonly MutantResult[], seconds: number): MutationScore {
+  const count = (...statuses: string[]) => results.filter((r) => statuses.includes(r.status)).length;
+  const killed = count('Killed');
+  const timeout = count('Timeout');
+  const survived = count('Survived');
+  const noCoverage = count('NoCoverage');
+  const valid = killed + timeout + survived + noCoverage;
+  const survivors = results
+    .filter((r) => r.status === 'Survived' || r.status === 'NoCoverage')
+    .map((r) => `${file}:${r.location.start.line}:${r.location.start.column + 1} ${r.mutatorName}: ${JSON.stringify(r.replacement ?? '')}`);
+  return {
+    file,
+    score: valid === 0 ? NaN : Math.round((10_000 * (killed + timeout)) / valid) / 100,
+    killed,
+    timeout,
+    survived,
+    noCoverage,
+    invalid: count('CompileError', 'RuntimeError'),
+    seconds,
+    survivors,
+  };
+}
+
+/** Runs Stryker on one file with the tests that cover it. */
+export async function mutationTest(file: string, concurrency: number): Promise<MutationScore> {
+  const tests = MUTATION_TARGETS[file];
+  if (!tests) throw new Error(`no covering tests known for ${file}; add it to MUTATION_TARGETS in bench/mutation.ts`);
+  const slug = file.replace(/[/.]/g, '_');
+  const started = Date.now();
+  const results = await new Stryker({
+    mutate: [file],
+    testRunner: 'command',
+    // The command runner cannot tell which test covers which mutant: every mutant runs these files.
+    commandRunner: { command: `LOG_LEVEL=silent node --import tsx --test --test-concurrency=1 ${tests.join(' ')}` },
+    coverageAnalysis: 'off',
+    concurrency,
+    // A machine shared with other work runs slower than the dry run measured.
+    timeoutMS: 15_000,
+    reporters: ['clear-text', 'html'],
+    htmlReporter: { fileName: path.join(REPORTS, `${slug}.html`) },
+    clearTextReporter: { allowEmojis: false, logTests: false, reportScoreTable: true },
+    ignorePatterns: ['dist', 'data', 'bench/results', '.tools', '*.log'],
+    plugins: [],
+    cleanTempDir: 'always',
+  }).runMutationTest();
+  return scoreOf(file, results, Math.round((Date.now() - started) / 1000));
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { concurrency: { type: 'string', default: '2' }, summary: { type: 'string' }, help: { type: 'boolean', default: false } },
+  });
+  if (values.help) {
+    console.log(`usage: npm run mutation -- [--concurrency N] [--summary file.json] [${Object.keys(MUTATION_TARGETS).join(' ')}]`);
+    return;
+  }
+  const concurrency = Number(values.concurrency);
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1) throw new Error(`--concurrency must be a positive whole number, got ${values.concurrency}`);
+  const files = positionals.length ? positionals : Object.keys(MUTATION_TARGETS);
+  const unknown = files.filter((f) => !MUTATION_TARGETS[f]);
+  if (unknown.length) {
+    console.error(`unknown target(s) ${unknown.join(', ')}; choose from ${Object.keys(MUTATION_TARGETS).join(', ')}`);
+    process.exitCode = 2;
+    return;
+  }
+  mkdirSync(REPORTS, { recursive: true });
+  const scores: MutationScore[] = [];
+  for (const file of files) {
+    console.log(`[mutation] ${file} with ${MUTATION_TARGETS[file].join(', ')} (concurrency ${concurrency})…`);
+    const s = await mutationTest(file, concurrency);
+    scores.push(s);
+    console.log(`[mutation] ${file}: score ${s.score} % (${s.killed} killed, ${s.timeout} timed out, ${s.survived} survived, ${s.noCoverage} not covered, ${s.invalid} invalid; ${s.seconds} s)`);
+    for (const line of s.survivors) console.log(`  survived ${line}`);
+  }
+  if (values.summary) writeFileSync(values.summary, JSON.stringify({ date: new Date().toISOString(), scores }, null, 2) + '\n');
+  console.table(scores.map(({ survivors: _, ...s }) => s));
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main();
