@@ -23,7 +23,7 @@ export async function startDirectory(opts: {
   const policy = { clientStateChangesPerDay: opts.clientStateChangesPerDay ?? DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY };
   return serveWithStore(
     store,
-    { definition: DirectoryService, implementation: directoryService(store, logger('directory'), policy), name: 'tokenserver.directory.v1.Directory' },
+    { definition: DirectoryService, implementation: directoryService(store, logger('directory'), policy), name: 'tokenserver.directory.v1.Directory', proto: 'directory.proto' },
     opts.host ?? '127.0.0.1',
     opts.port ?? 0,
     opts.auth,
