@@ -7,15 +7,18 @@
 import type * as grpc from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import { protoPath as healthProto } from 'grpc-health-check';
 import { fileURLToPath } from 'node:url';
 
 /** proto/ beside lib/: the source tree, or dist/ in the image (the Dockerfile copies proto/ there). */
 export const PROTO_DIR = fileURLToPath(new URL('../proto/', import.meta.url));
 
-/** Adds reflection for the services of `protoFiles` (files in proto/) and grpc.health.v1, which every server carries. */
+/**
+ * Adds reflection for the services of `protoFiles` (files in proto/). Not for grpc.health.v1:
+ * protobufjs describes its map field with an entry named `Statuses` instead of `StatusesEntry`,
+ * and Go's protobuf (grpcurl) then refuses the whole file; probes do not need reflection.
+ */
 export function addReflection(server: grpc.Server, protoFiles: string[]): void {
   // keepCase: the descriptors keep the .proto's field names (snake_case), as protoc would.
-  const definition = loadSync([...protoFiles, healthProto], { includeDirs: [PROTO_DIR], keepCase: true });
+  const definition = loadSync(protoFiles, { includeDirs: [PROTO_DIR], keepCase: true });
   new ReflectionService(definition).addToServer(server);
 }
