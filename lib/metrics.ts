@@ -205,30 +205,18 @@ export class CachedCounts {
 }
 
 export class DirectoryMetrics extends ServiceMetrics {
-  readonly retired = new Counter<'application'>({
-    name: 'directory_retired_users_total',
-    help: 'Live records retired (account deleted: `users retire` or the account events webhook), by application',
-    labelNames: ['application'],
-    registers: [this.registry],
-  });
+  readonly retired = this.perApplication(
+    'directory_retired_users_total',
+    'Live records retired (account deleted: `users retire` or the account events webhook), by application',
+  );
   readonly purgeClaims = new Counter<'application' | 'outcome'>({
     name: 'directory_purge_claims_total',
     help: 'Claims of replaced records by purge, by application and outcome: ok, or gone, too-recent, claimed (held by another purge)',
     labelNames: ['application', 'outcome'],
     registers: [this.registry],
   });
-  readonly purged = new Counter<'application'>({
-    name: 'directory_purged_records_total',
-    help: 'Replaced records deleted by purge (after their node deleted the data), by application',
-    labelNames: ['application'],
-    registers: [this.registry],
-  });
-  readonly trimmedClientStates = new Counter<'application'>({
-    name: 'directory_trimmed_client_states_total',
-    help: 'Previously seen client states trimmed by purge, by application',
-    labelNames: ['application'],
-    registers: [this.registry],
-  });
+  readonly purged = this.perApplication('directory_purged_records_total', 'Replaced records deleted by purge (after their node deleted the data), by application');
+  readonly trimmedClientStates = this.perApplication('directory_trimmed_client_states_total', 'Previously seen client states trimmed by purge, by application');
 
   constructor(counts: CachedCounts) {
     super('directory');
@@ -254,5 +242,9 @@ export class DirectoryMetrics extends ServiceMetrics {
         if (taken) this.set(taken.at / 1000);
       },
     });
+  }
+
+  private perApplication(name: string, help: string): Counter<'application'> {
+    return new Counter({ name, help, labelNames: ['application'], registers: [this.registry] });
   }
 }
