@@ -35,9 +35,11 @@ RUN if [ -n "$BUILD_CA_CERTS" ]; then printf '%s\n' "$BUILD_CA_CERTS" >/tmp/buil
  && rm -f /tmp/build-ca.pem
 # .dockerignore lets in only what the build needs (no tests, data or node_modules).
 COPY . .
-# lib/version.ts reads ../package.json relative to itself: dist/package.json in the build output.
+# lib/version.ts reads ../package.json relative to itself: dist/package.json in the build output;
+# lib/reflection.ts reads ../proto/ the same way.
 RUN npx tsc -p tsconfig.build.json \
  && cp package.json dist/package.json \
+ && cp -r proto dist/proto \
  && npm prune --omit=dev --no-audit --no-fund
 
 # ---- runtime: node, production node_modules and dist/, as the unprivileged "node" user (uid 1000) ----

@@ -56,10 +56,12 @@ export const DEFAULTS = {
   /** The FxA e-mail domain: there an e-mail's local part is the account id (DESIGN §9.3). */
   OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com',
   /**
-   * Where /metrics listens when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT is set
+   * Where /metrics listens when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT / DIRECTORY_METRICS_PORT is set
    * (unset: no metrics listener, and /metrics is never on the public ports).
    */
   METRICS_HOST: '127.0.0.1',
+  /** The directory's records-by-state gauge is counted at most this often, ms (a MongoDB count scans the collection). */
+  RECORD_COUNTS_MAX_AGE_MS: 15_000,
   /** The scope a Bearer access token must carry (DESIGN §9.1). */
   OAUTH_SCOPE: 'https://identity.mozilla.com/apps/oldsync',
 
@@ -467,6 +469,8 @@ export interface DirectoryConfig {
   host: string;
   clientStateChangesPerDay: number;
   auth: GrpcAuth;
+  /** DIRECTORY_METRICS_PORT: unset, no /metrics at all. */
+  metrics?: MetricsListener;
 }
 
 export function clientStateChangesPerDay(env: Env): number {
@@ -480,6 +484,7 @@ export function directoryConfig(env: Env): DirectoryConfig {
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     clientStateChangesPerDay: clientStateChangesPerDay(env),
     auth: grpcAuth(env),
+    metrics: metricsListener(env, 'DIRECTORY_METRICS_PORT'),
   };
 }
 

@@ -9,6 +9,7 @@ import type { GrpcAuth, GrpcTls } from './config.js';
 import { errorClasses, InternalError, ProtocolError, ServiceUnavailable, TooManyRequests } from './errors.js';
 import { logger, type Logger } from './log.js';
 import { outcomeOf } from './metrics.js';
+import { addReflection } from './reflection.js';
 import { requestIdFrom } from './request-id.js';
 
 const ERROR_CLASS = 'x-error-class';
@@ -17,7 +18,12 @@ const RETRY_AFTER = 'x-retry-after';
 export const REQUEST_ID = 'x-request-id';
 /** Metadata entry carrying INTERNAL_SECRET on every internal call. */
 export const INTERNAL_SECRET_HEADER = 'x-internal-secret';
-/** Left open so that orchestrators can probe without the secret; it reveals only SERVING or not. */
+/**
+ * Left open so that orchestrators can probe without the secret; it reveals only SERVING or not.
+ * Server reflection is not: it reveals only the schema, which is public, but an open one would tell
+ * anyone who reaches the port what runs there and hand them a parser to feed. Operators who
+ * run grpcurl hold the secret anyway (`-H x-internal-secret:…`), as the CLI does; probes cannot.
+ */
 const OPEN_PATH_PREFIX = '/grpc.health.v1.Health/';
 
 function grpcCode(err: ProtocolError): grpc.status {
@@ -209,9 +215,17 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Starts a gRPC server with the given services and grpc.health.v1 (overall and per service). */
+export interface ServiceSpec {
+  definition: grpc.ServiceDefinition;
+  implementation: grpc.UntypedServiceImplementation;
+  name: string;
+  /** Its file in proto/: server reflection describes it from there. */
+  proto?: string;
+}
+
+/** Starts a gRPC server with the given services, grpc.health.v1 (overall and per service) and reflection for those with a proto. */
 export async function startServer(
-  services: Array<{ definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation; name: string }>,
+  services: ServiceSpec[],
   host: string,
   port: number,
   auth: GrpcAuth,
@@ -222,6 +236,8 @@ export async function startServer(
     server.addService(s.definition, s.implementation);
     statuses[s.name] = 'SERVING';
   }
+  const protos = services.flatMap((s) => (s.proto ? [s.proto] : []));
+  if (protos.length > 0) addReflection(server, protos);
   const health = new HealthImplementation(statuses);
   health.addToServer(server);
   const bound = await new Promise<number>((resolve, reject) => {
@@ -249,7 +265,7 @@ export async function startServer(
  */
 export async function serveWithStore<S extends { close(): Promise<void> }>(
   store: S,
-  service: { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation; name: string },
+  service: ServiceSpec,
   host: string,
   port: number,
   auth: GrpcAuth,

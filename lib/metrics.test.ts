@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InvalidGeneration, ServiceUnavailable } from './errors.js';
-import { GatewayMetrics, knownMethod, LoginMetrics, outcomeOf, statusClass, statusStringOf } from './metrics.js';
+import { CachedCounts, GatewayMetrics, knownMethod, LoginMetrics, outcomeOf, statusClass, statusStringOf, type RecordCount } from './metrics.js';
 import { metricValue } from '../tests/support/prometheus.js';
 
 test('statusStringOf: the error’s own string, else ok below 400 and error from 400', () => {
@@ -57,4 +57,60 @@ test('timeCall records the outcome of a backend call and passes its result or er
   const count = (outcome: string) => metricValue(body, 'login_backend_call_duration_seconds_count', { method: 'directory.Login', outcome });
   assert.equal(count('ok'), 1);
   assert.equal(count('ServiceUnavailable'), 1);
+});
+
+/** A CachedCounts on a hand-driven clock and a count function whose calls are recorded. */
+function cachedCounts(maxAgeMs: number) {
+  const clock = { now: 1_000_000 };
+  const calls: Array<{ resolve(c: RecordCount[]): void; reject(e: Error): void }> = [];
+  const errors: unknown[] = [];
+  const counts = new CachedCounts(
+    () => new Promise<RecordCount[]>((resolve, reject) => calls.push({ resolve, reject })),
+    maxAgeMs,
+    (err) => errors.push(err),
+    () => clock.now,
+  );
+  return { counts, clock, calls, errors };
+}
+const live = (count: number): RecordCount[] => [{ application: 'sync', state: 'live', count }];
+
+test('CachedCounts: counts once, reuses the result within the max age, counts again after it', async () => {
+  const { counts, clock, calls } = cachedCounts(15_000);
+  const first = counts.get();
+  calls[0].resolve(live(1));
+  assert.deepEqual(await first, { at: 1_000_000, counts: live(1) });
+  clock.now += 14_999;
+  assert.deepEqual((await counts.get())?.counts, live(1));
+  assert.equal(calls.length, 1);
+  clock.now += 1;
+  const second = counts.get();
+  assert.equal(calls.length, 2);
+  calls[1].resolve(live(2));
+  assert.deepEqual(await second, { at: 1_015_000, counts: live(2) });
+});
+
+test('CachedCounts: scrapes that come while a count runs share it', async () => {
+  const { counts, calls } = cachedCounts(0);
+  const both = Promise.all([counts.get(), counts.get()]);
+  assert.equal(calls.length, 1);
+  calls[0].resolve(live(3));
+  assert.deepEqual((await both).map((r) => r?.counts), [live(3), live(3)]);
+});
+
+test('CachedCounts: a failed count is reported and keeps the last values (none before the first success)', async () => {
+  const { counts, clock, calls, errors } = cachedCounts(10);
+  const none = counts.get();
+  calls[0].reject(new Error('store down'));
+  assert.equal(await none, undefined);
+  const ok = counts.get();
+  calls[1].resolve(live(4));
+  await ok;
+  clock.now += 10;
+  const failed = counts.get();
+  calls[2].reject(new Error('store down again'));
+  assert.deepEqual(await failed, { at: 1_000_000, counts: live(4) });
+  assert.deepEqual(errors.map((e) => (e as Error).message), ['store down', 'store down again']);
+  // The failure is not cached: the next scrape tries again.
+  void counts.get();
+  assert.equal(calls.length, 4);
 });

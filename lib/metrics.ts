@@ -161,3 +161,90 @@ export class GatewayMetrics extends ServiceMetrics {
 export function statusClass(status: number): string {
   return `${Math.floor(status / 100)}xx`;
 }
+
+/** Records of one application and state, as the directory's gauge reports them. */
+export interface RecordCount {
+  application: string;
+  state: 'live' | 'replaced';
+  count: number;
+}
+
+/**
+ * Counts from a store, taken at most once per `maxAgeMs` (MongoDB counts scan the
+ * collection: not something to run on every scrape), one count at a time
+ * however many scrapes come. A failed count keeps the last values, whose age
+ * the page shows.
+ */
+export class CachedCounts {
+  private last: { at: number; counts: RecordCount[] } | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly count: () => Promise<RecordCount[]>,
+    private readonly maxAgeMs: number,
+    private readonly onError: (err: unknown) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The counts and when (ms since epoch) they were taken; undefined until one count has succeeded. */
+  async get(): Promise<{ at: number; counts: RecordCount[] } | undefined> {
+    if (this.last && this.now() - this.last.at < this.maxAgeMs) return this.last;
+    this.running ??= this.count().then(
+      (counts) => {
+        this.last = { at: this.now(), counts };
+        this.running = undefined;
+      },
+      (err: unknown) => {
+        this.running = undefined;
+        this.onError(err);
+      },
+    );
+    await this.running;
+    return this.last;
+  }
+}
+
+export class DirectoryMetrics extends ServiceMetrics {
+  readonly retired = this.perApplication(
+    'directory_retired_users_total',
+    'Live records retired (account deleted: `users retire` or the account events webhook), by application',
+  );
+  readonly purgeClaims = new Counter<'application' | 'outcome'>({
+    name: 'directory_purge_claims_total',
+    help: 'Claims of replaced records by purge, by application and outcome: ok, or gone, too-recent, claimed (held by another purge)',
+    labelNames: ['application', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly purged = this.perApplication('directory_purged_records_total', 'Replaced records deleted by purge (after their node deleted the data), by application');
+  readonly trimmedClientStates = this.perApplication('directory_trimmed_client_states_total', 'Previously seen client states trimmed by purge, by application');
+
+  constructor(counts: CachedCounts) {
+    super('directory');
+    // Both gauges ask the cache at scrape time; scrapes collect them together, so they share one count.
+    new Gauge<'application' | 'state'>({
+      name: 'directory_user_records',
+      help: 'User records by application and state: live (with a uid) and replaced (old uids left for purge)',
+      labelNames: ['application', 'state'],
+      registers: [this.registry],
+      async collect() {
+        const taken = await counts.get();
+        this.reset();
+        for (const c of taken?.counts ?? []) this.set({ application: c.application, state: c.state }, c.count);
+      },
+    });
+    new Gauge({
+      name: 'directory_user_records_counted_timestamp_seconds',
+      help: 'When directory_user_records was counted (cached for a few seconds, and kept when a count fails)',
+      registers: [this.registry],
+      async collect() {
+        const taken = await counts.get();
+        this.reset();
+        if (taken) this.set(taken.at / 1000);
+      },
+    });
+  }
+
+  private perApplication(name: string, help: string): Counter<'application'> {
+    return new Counter({ name, help, labelNames: ['application'], registers: [this.registry] });
+  }
+}

@@ -4,7 +4,7 @@
 // and a demo application behind the gateway.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { DEFAULTS, MIN_MASTER_SECRET_LENGTH, applications, clientStateChangesPerDay, gatewayConfig, grpcAuth, loginConfig, port, str, storeUrl, type Env, type GrpcAuth } from '../lib/config.js';
+import { DEFAULTS, MIN_MASTER_SECRET_LENGTH, applications, clientStateChangesPerDay, gatewayConfig, grpcAuth, loginConfig, metricsListener, port, str, storeUrl, type Env, type GrpcAuth } from '../lib/config.js';
 import { loadOrCreateDevSecrets } from '../lib/dev-secrets.js';
 import { call, grpcClient } from '../lib/grpc.js';
 import { logger } from '../lib/log.js';
@@ -59,6 +59,7 @@ export async function startStack(env: Env): Promise<Stack> {
       port: port(env, 'DIRECTORY_PORT', DEFAULTS.DIRECTORY_PORT),
       clientStateChangesPerDay: clientStateChangesPerDay(env),
       auth,
+      metrics: metricsListener(env, 'DIRECTORY_METRICS_PORT'),
     });
     closers.push(directory.close);
     const nodeAssign = await startNodeAssign({ storeUrl: store, host, port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT), auth });

@@ -25,6 +25,7 @@ export async function startNodeAssign(opts: {
       definition: NodeAssignService,
       implementation: nodeAssignService(store, logger('nodeassign'), opts.releaseRate ?? DEFAULTS.RELEASE_RATE),
       name: 'tokenserver.nodeassign.v1.NodeAssign',
+      proto: 'nodeassign.proto',
     },
     opts.host ?? '127.0.0.1',
     opts.port ?? 0,

@@ -2,9 +2,10 @@
 
 One `npm start` per test session, on ports the system picks, its own data
 folder, fresh 64-hex-character secrets, an audience of its own and a
-TRUSTED_ISSUERS file holding a test IdP's RSA key. The tests talk to it only
-over HTTP, with other people's libraries: PyBrowserID, tokenlib, mohawk,
-hawkauthlib and requests-hawk.
+TRUSTED_ISSUERS file holding a test IdP's RSA key, and Bearer on: an OAUTH_JWKS
+file holding an OAuth server's RSA key and a METRICS_HASH_SECRET. The tests talk
+to it only over HTTP, with other people's libraries: PyBrowserID, tokenlib,
+mohawk, hawkauthlib, requests-hawk and PyJWT.
 """
 
 import base64
@@ -18,9 +19,11 @@ import threading
 import time
 from pathlib import Path
 
+import jwt as pyjwt
 import pytest
 import requests
 from browserid import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
 from browserid.tests.support import get_keypair
 from tokenlib.utils import HKDF
 
@@ -84,10 +87,11 @@ def b64url_uint(value):
 
 
 class Stack:
-    def __init__(self, login_url, gateway_url, master_secret):
+    def __init__(self, login_url, gateway_url, master_secret, metrics_hash_secret):
         self.login_url = login_url
         self.gateway_url = gateway_url
         self.master_secret = master_secret
+        self.metrics_hash_secret = metrics_hash_secret
 
     @property
     def token_url(self):
@@ -118,6 +122,20 @@ def user_keys():
     return rsa_keypair()
 
 
+class OAuthKey:
+    """An OAuth server's RSA signing key (cryptography), its kid, and its public JWK (PyJWT)."""
+
+    def __init__(self, kid):
+        self.kid = kid
+        self.private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.public_jwk = {**pyjwt.algorithms.RSAAlgorithm.to_jwk(self.private_key.public_key(), as_dict=True), "kid": kid, "use": "sig"}
+
+
+@pytest.fixture(scope="session")
+def oauth_key():
+    return OAuthKey("python-oauth-1")
+
+
 @pytest.fixture(scope="session")
 def doc_issuer_keys():
     """(public, private) issuer keys in BrowserID's support-document forms, trusted for ISSUER as published.
@@ -129,7 +147,7 @@ def doc_issuer_keys():
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory, issuer_keys, doc_issuer_keys):
+def stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
     """`npm start` on free ports; stopped with SIGTERM at the end, which must end it cleanly."""
     data_dir = tmp_path_factory.mktemp("stack-data")
     _, _, (n, e) = issuer_keys
@@ -137,7 +155,10 @@ def stack(tmp_path_factory, issuer_keys, doc_issuer_keys):
     # "domains": ["*"] is the explicit wildcard of the domain-bound issuers (DESIGN §10).
     keys = [{"kty": "RSA", "n": b64url_uint(n), "e": b64url_uint(e)}] + [public for public, _ in doc_issuer_keys.values()]
     trusted.write_text(json.dumps({ISSUER: {"keys": keys, "domains": ["*"]}}))
+    jwks = data_dir / "oauth-jwks.json"
+    jwks.write_text(json.dumps({"keys": [oauth_key.public_jwk]}))
     master = secrets.token_hex(32)
+    metrics_hash_secret = secrets.token_hex(32)
     env = {
         **os.environ,
         "LOGIN_PORT": "0",
@@ -151,6 +172,8 @@ def stack(tmp_path_factory, issuer_keys, doc_issuer_keys):
         "INTERNAL_SECRET": secrets.token_hex(32),
         "AUDIENCES": AUDIENCE,
         "TRUSTED_ISSUERS": str(trusted),
+        "OAUTH_JWKS": str(jwks),
+        "METRICS_HASH_SECRET": metrics_hash_secret,
         "LOG_LEVEL": "warn",
     }
     proc = subprocess.Popen(
@@ -175,7 +198,7 @@ def stack(tmp_path_factory, issuer_keys, doc_issuer_keys):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the stack did not start:\n" + text[-3000:])
             time.sleep(0.1)
-        yield Stack(login.group(1), gateway.group(1), master)
+        yield Stack(login.group(1), gateway.group(1), master, metrics_hash_secret)
     finally:
         stopped_cleanly = False
         if proc.poll() is None:

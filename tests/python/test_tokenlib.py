@@ -1,15 +1,28 @@
-"""tokenlib (Mozilla's reference token library) against login's tokens and the gateway."""
+"""tokenlib (Mozilla's reference token library) against login's tokens and the gateway.
 
+Login's tokens come from PyBrowserID bundles and from OAuth access tokens made
+with PyJWT (Bearer + X-KeyID, DESIGN §9.1), as FxA's own Python code makes them.
+"""
+
+import base64
+import hashlib
+import hmac
+import secrets
 import time
 
+import jwt as pyjwt
 import mohawk
 import pytest
 import requests
 import tokenlib
 from tokenlib.errors import InvalidSignatureError
 
-from conftest import ISSUER
+from conftest import ISSUER, OAuthKey
 from test_browserid import bundle
+
+OLDSYNC_SCOPE = "https://identity.mozilla.com/apps/oldsync"
+# keys_changed_at and the generation, in ms, as FxA sends them.
+KEYS_CHANGED_AT = 1_500_000_000_000
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +74,70 @@ def test_gateway_refuses_tokenlib_tokens_it_did_not_issue_or_for_another_uid(sta
     assert (r.status_code, r.json()["status"]) == (401, "invalid-timestamp")
 
 
-@pytest.mark.skip(reason="Bearer (OAuth access token + X-KeyID, PyJWT): issue #12 item 1, not yet implemented")
-def test_bearer_token_with_key_id_logs_in(stack):
-    pass
+def access_token(oauth_key, sub, signing_key=None, **claims):
+    """An RS256 access token with `typ: at+jwt`, signed by the OAuth key (or `signing_key`) under its kid."""
+    now = int(time.time())
+    payload = {"sub": sub, "scope": f"profile {OLDSYNC_SCOPE}", "iat": now, "exp": now + 300, **claims}
+    headers = {"kid": oauth_key.kid, "typ": "at+jwt"}
+    return pyjwt.encode(payload, signing_key or oauth_key.private_key, algorithm="RS256", headers=headers)
+
+
+def b64url(raw):
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def key_id(keys_changed_at, client_state_hex):
+    """`X-KeyID: <keys_changed_at>-<base64url of the client state's bytes>`."""
+    return f"{keys_changed_at}-{b64url(bytes.fromhex(client_state_hex))}"
+
+
+def bearer_login(stack, token, **headers):
+    return stack.login(token, scheme="Bearer", **headers)
+
+
+def test_bearer_token_with_key_id_logs_in(stack, oauth_key):
+    sub = secrets.token_hex(16)
+    client_state = secrets.token_hex(16)
+    token = access_token(oauth_key, sub, **{"fxa-generation": KEYS_CHANGED_AT})
+    r = bearer_login(stack, token, **{"X-KeyID": key_id(KEYS_CHANGED_AT, client_state)})
+    assert r.status_code == 200, r.text
+    body = r.json()
+
+    manager = tokenlib.TokenManager(secret=stack.node_secret())
+    payload = manager.parse_token(body["id"])
+    assert payload["uid"] == body["uid"]
+    assert payload["node"] == stack.gateway_url
+    assert payload["fxa_uid"] == sub
+    assert payload["fxa_kid"] == f"{KEYS_CHANGED_AT:013d}-{b64url(bytes.fromhex(client_state))}"
+    assert manager.get_derived_secret(body["id"]) == body["key"]
+    expected_hash = hmac.new(stack.metrics_hash_secret.encode(), sub.encode(), hashlib.sha256).hexdigest()[:32]
+    assert body["hashed_fxa_uid"] == expected_hash
+
+    # The same account again: the same uid. And the token opens the node through the gateway.
+    again = bearer_login(stack, access_token(oauth_key, sub), **{"X-KeyID": key_id(KEYS_CHANGED_AT, client_state)})
+    assert (again.status_code, again.json()["uid"]) == (200, body["uid"]), again.text
+    r = hawk_get(f"{body['api_endpoint']}/storage/meta", body["id"], body["key"])
+    assert r.status_code == 200, r.text
+    assert r.json()["uid"] == str(body["uid"])
+
+
+def assert_refused(r, status_string):
+    assert (r.status_code, r.json()["status"]) == (401, status_string), r.text
+    assert "Bearer" in r.headers.get("WWW-Authenticate", ""), r.headers
+
+
+def test_bearer_refuses_a_token_signed_by_another_key(stack, oauth_key):
+    # Same kid, another key: what a forger who read the JWKS would send.
+    forger = OAuthKey(oauth_key.kid)
+    token = access_token(oauth_key, secrets.token_hex(16), signing_key=forger.private_key)
+    assert_refused(bearer_login(stack, token, **{"X-KeyID": key_id(KEYS_CHANGED_AT, "aa")}), "invalid-credentials")
+
+
+def test_bearer_refuses_an_expired_token(stack, oauth_key):
+    now = int(time.time())
+    token = access_token(oauth_key, secrets.token_hex(16), iat=now - 7200, exp=now - 3600)
+    assert_refused(bearer_login(stack, token, **{"X-KeyID": key_id(KEYS_CHANGED_AT, "aa")}), "invalid-timestamp")
+
+
+def test_bearer_refuses_a_token_without_x_key_id(stack, oauth_key):
+    assert_refused(bearer_login(stack, access_token(oauth_key, secrets.token_hex(16))), "invalid-key-id")
