@@ -1,11 +1,31 @@
-// `npm start`: the whole system on one machine (see scripts/stack.ts).
+// `npm start`: the whole system on one machine (see scripts/stack.ts), each
+// service in a process of its own (scripts/stack-part.ts).
 import { ConfigError } from '../lib/errors.js';
 import { applications } from '../lib/config.js';
 import { DEV_IDP_WARNING } from '../lib/idp.js';
-import { startStack } from './stack.js';
+import { startPartProcess } from './stack-part.js';
+import { startStack, type Stack } from './stack.js';
+
+let stack: Stack | undefined;
+let stopping = false;
+
+async function stop(code: number): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  process.stdout.write('stopping...\n');
+  await stack?.close();
+  process.stdout.write('stopped\n');
+  process.exit(code);
+}
 
 async function main(): Promise<void> {
-  const stack = await startStack(process.env);
+  // A service that exits on its own leaves no whole stack: stop the others too.
+  const partExited = (name: string, code: number | null): void => {
+    if (stopping || !stack) return;
+    process.stderr.write(`${name} exited unexpectedly (${code}): stopping the stack\n`);
+    void stop(1);
+  };
+  stack = await startStack(process.env, startPartProcess(partExited));
   const app = [...applications(process.env).entries()][0];
   const [appName, versions] = [app[0], [...app[1]][0]];
   const lines = [
@@ -37,17 +57,8 @@ async function main(): Promise<void> {
   process.stdout.write(lines.join('\n') + '\n');
   // On stderr too, where it survives `npm start > /dev/null` and log collectors.
   if (stack.devIdpTrusted) process.stderr.write(`WARNING: ${DEV_IDP_WARNING}\n`);
-  let stopping = false;
-  const stop = async () => {
-    if (stopping) return;
-    stopping = true;
-    process.stdout.write('stopping...\n');
-    await stack.close();
-    process.stdout.write('stopped\n');
-    process.exit(0);
-  };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
 }
 
 main().catch((e) => {
