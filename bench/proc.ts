@@ -27,7 +27,7 @@ export interface Service {
 }
 
 /** Peak RSS of a process as the kernel tracks it (VmHWM), bytes; 0 where /proc is missing. */
-function vmHwm(pid: number): number {
+export function vmHwm(pid: number): number {
   try {
     const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) * 1024 : 0;

@@ -73,6 +73,8 @@ function runPart(): void {
   process.on('disconnect', stopPart);
   process.on('message', (m: ToPart) => {
     if (m === 'stop') return stopPart();
+    // `ps` (and the benchmark) tell the parts apart by it.
+    process.title = `tokenserver ${m.start.name}`;
     startPart(m.start.name, m.start.env, m.start.links).then(
       (part) => {
         running = part;
