@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Env } from '../lib/config.js';
 import { ConfigError } from '../lib/errors.js';
+import { SERVICE_NODE_ARGS } from '../lib/node-flags.js';
 import { startPart, type PartInfo, type PartLinks, type PartName, type RunningPart } from './stack.js';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -17,13 +18,15 @@ type ToPart = { start: { name: PartName; env: Env; links: PartLinks } } | 'stop'
 type FromPart = { ready: PartInfo } | { failed: { message: string; variable?: string } } | 'stopped';
 
 /**
- * Starts `name` in a child process (this file, with the parent's node flags:
- * the TypeScript loader). `onExit` hears of a part that exits on its own.
+ * Starts `name` in a child process (this file, with the parent's node flags,
+ * the TypeScript loader among them, and the service's own, as production runs
+ * it). `onExit` hears of a part that exits on its own.
  */
 export function startPartProcess(onExit: (name: PartName, code: number | null) => void) {
   return (name: PartName, env: Env, links: PartLinks): Promise<RunningPart> =>
     new Promise((resolve, reject) => {
-      const child = fork(SELF, [], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const flags: readonly string[] = name === 'login' || name === 'directory' ? SERVICE_NODE_ARGS[name] : [];
+      const child = fork(SELF, [], { env: { ...process.env, ...env }, execArgv: [...process.execArgv, ...flags], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       let stopping = false;
       const exited = new Promise<void>((done) => child.once('exit', () => done()));
       child.once('exit', (code) => {
