@@ -72,17 +72,22 @@ type Message = { ready: number } | { stats: ProcessStats } | { load: Record<Targ
 
 // ---- parent side ----
 
+/** BENCH_CPU_PROF=<dir>: node's --cpu-prof for the gateways and the bare proxy, to compare where their time goes. */
+function profileFlags(): string[] {
+  return process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+}
+
 function spawn(role: string, args: string[] = []): ChildProcess {
   return fork(SELF, [role, ...args], {
     // Only the TypeScript loader: not the parent's flags (a test runner's --test, say).
-    execArgv: ['--import', import.meta.resolve('tsx')],
+    execArgv: ['--import', import.meta.resolve('tsx'), ...(role === 'proxy' ? profileFlags() : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
 }
 
-/** The gateway from its real entry point, as built by buildServices() into `buildDir`; BENCH_CPU_PROF=<dir> profiles it. */
+/** The gateway from its real entry point, as built by buildServices() into `buildDir`. */
 function startGatewayService(upstreamPort: number, buildDir?: string): Promise<Service> {
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const profile = profileFlags();
   return startService(
     'node-gateway',
     'services/node-gateway/index.ts',
