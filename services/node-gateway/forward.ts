@@ -90,10 +90,10 @@ function connectionScoped(rawHeaders: readonly string[]): ReadonlySet<string> {
   for (let i = 0; i < rawHeaders.length; i += 2) {
     // The length first: lowercasing every name of every request adds up.
     if (rawHeaders[i].length === 10 && rawHeaders[i].toLowerCase() === 'connection') {
-      names ??= new Set(HOP_BY_HOP);
       for (const token of rawHeaders[i + 1].split(',')) {
         const name = token.trim().toLowerCase();
-        if (!NOT_REMOVABLE.has(name)) names.add(name);
+        // A copy of the set only for names beyond it ("Connection: keep-alive" needs none).
+        if (!NOT_REMOVABLE.has(name) && !HOP_BY_HOP.has(name)) (names ??= new Set(HOP_BY_HOP)).add(name);
       }
     }
   }
