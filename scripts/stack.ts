@@ -182,11 +182,14 @@ export async function startStack(env: Env, start: PartStarter = startPart): Prom
     // One after the other on one SQLite file: two processes turning it to WAL at once can meet "database is locked".
     const directoryP = started(start('directory', env, {}));
     const nodeAssignP = directoryP.then(() => started(start('nodeassign', env, {})));
-    const gatewayP = started(start('demo-app', env, {})).then((demo) => Promise.all([demo, started(start('node-gateway', env, { demoAppUrl: demo.info.url }))]));
+    const demoP = started(start('demo-app', env, {}));
+    const gatewayP = demoP.then((demo) => started(start('node-gateway', env, { demoAppUrl: demo.info.url })));
+    // Awaited below; a failure before then is not an unhandled rejection.
+    gatewayP.catch(() => undefined);
     const [directory, nodeAssign] = await Promise.all([directoryP, nodeAssignP]);
     const directoryAddr = `${ctx.host}:${directory.info.port}`;
     const nodeAssignAddr = `${ctx.host}:${nodeAssign.info.port}`;
-    const [login, [demo, gateway]] = await Promise.all([started(start('login', env, { directoryAddr, nodeAssignAddr })), gatewayP]);
+    const [login, demo, gateway] = await Promise.all([started(start('login', env, { directoryAddr, nodeAssignAddr })), demoP, gatewayP]);
 
     await registerNodes(nodeAssignAddr, ctx.auth, [...applications(env).keys()], gateway.info.url!);
 
@@ -203,8 +206,11 @@ export async function startStack(env: Env, start: PartStarter = startPart): Prom
       close,
     };
   } catch (e) {
-    // Parts still starting register their closers once up: let them, then close all.
-    await Promise.allSettled(starting);
+    // Parts still starting register their closers once up (and may start the next): let them, then close all.
+    for (let settled = 0; settled < starting.length; ) {
+      settled = starting.length;
+      await Promise.allSettled(starting);
+    }
     await close();
     throw e;
   }
