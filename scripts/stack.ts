@@ -11,11 +11,6 @@ import { call, grpcClient } from '../lib/grpc.js';
 import { logger } from '../lib/log.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
 import { loadOrCreateDevIdp, trustsDevIdp } from '../lib/idp.js';
-import { startDirectory } from '../services/directory/server.js';
-import { startNodeAssign } from '../services/nodeassign/server.js';
-import { startLogin } from '../services/login/server.js';
-import { startGateway } from '../services/node-gateway/server.js';
-import { startDemoApp } from '../services/demo-app/server.js';
 
 export interface Stack {
   loginUrl: string;
@@ -94,12 +89,13 @@ async function stackContext(env: Env): Promise<StackContext> {
 const metricsUrl = (port: number | undefined, where: { host: string } | undefined): string | undefined =>
   port === undefined || !where ? undefined : `http://${displayHost(where.host)}:${port}/metrics`;
 
-/** Starts one part of the stack in this process. */
+/** Starts one part of the stack in this process, loading only that service's code (a process per part stays small). */
 export async function startPart(name: PartName, env: Env, links: PartLinks = {}): Promise<RunningPart> {
   const ctx = await stackContext(env);
   const { host, auth } = ctx;
   switch (name) {
     case 'directory': {
+      const { startDirectory } = await import('../services/directory/server.js');
       const d = await startDirectory({
         storeUrl: ctx.store,
         host,
@@ -110,14 +106,17 @@ export async function startPart(name: PartName, env: Env, links: PartLinks = {})
       return { info: { port: d.port }, close: d.close };
     }
     case 'nodeassign': {
+      const { startNodeAssign } = await import('../services/nodeassign/server.js');
       const n = await startNodeAssign({ storeUrl: ctx.store, host, port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT), auth });
       return { info: { port: n.port }, close: n.close };
     }
     case 'demo-app': {
+      const { startDemoApp } = await import('../services/demo-app/server.js');
       const demo = await startDemoApp({ host, port: port(env, 'DEMO_APP_PORT', DEFAULTS.DEMO_APP_PORT) });
       return { info: { port: demo.port, url: demo.url }, close: demo.close };
     }
     case 'node-gateway': {
+      const { startGateway } = await import('../services/node-gateway/server.js');
       // The gateway's public URL is the node URL; with GATEWAY_PORT=0 it is known only once bound,
       // so the gateway makes it from its port (the stand-in below only passes the config check).
       const gatewayEnv: Env = { ...env, UPSTREAM_URL: env.UPSTREAM_URL ?? links.demoAppUrl, NODE_URL: env.NODE_URL ?? 'http://127.0.0.1' };
@@ -126,6 +125,7 @@ export async function startPart(name: PartName, env: Env, links: PartLinks = {})
       return { info: { port: gateway.port, url: gateway.nodeUrl, metricsUrl: metricsUrl(gateway.metricsPort, config.metrics) }, close: gateway.close };
     }
     case 'login': {
+      const { startLogin } = await import('../services/login/server.js');
       const loginPort = port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT);
       const loginEnv: Env = { ...env, DIRECTORY_ADDR: links.directoryAddr, NODEASSIGN_ADDR: links.nodeAssignAddr };
       // The audience is the login URL a client talks to; with LOGIN_PORT=0 it is known once bound.
