@@ -1,9 +1,9 @@
 // `npm start`: the whole system on one machine (see scripts/stack.ts), each
-// service in a process of its own (scripts/stack-part.ts).
+// service in a process of its own, built at start (scripts/stack-part.ts).
 import { ConfigError } from '../lib/errors.js';
 import { applications } from '../lib/config.js';
 import { DEV_IDP_WARNING } from '../lib/idp.js';
-import { startPartProcess } from './stack-part.js';
+import { buildParts, startPartProcess } from './stack-part.js';
 import { startStack, type Stack } from './stack.js';
 
 let stack: Stack | undefined;
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${name} exited unexpectedly (${code}): stopping the stack\n`);
     void stop(1);
   };
-  const started = await startStack(process.env, startPartProcess(partExited));
+  const started = await startStack(process.env, startPartProcess(partExited, buildParts()));
   stack = started;
   if (stopping) {
     await started.close();
