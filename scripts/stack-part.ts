@@ -1,9 +1,10 @@
 // One part of the embedded stack in a process of its own, so that `npm start`
-// uses every core as the split deployment does, from JavaScript built at start. The parent (scripts/start.ts
-// through startPartProcess) sends what to start over the IPC channel and gets
-// back where it listens; it alone stops the parts ('stop' message), so a
-// Ctrl-C or a SIGTERM to the whole process group stops them in order. Logs go
-// to the parent's stdout and stderr, as they did with one process.
+// uses every core as the split deployment does, from JavaScript built at
+// start. The parent (scripts/start.ts through startPartProcess) sends what to
+// start over the IPC channel and gets back where it listens; it alone stops
+// the parts ('stop' message), so a Ctrl-C or a SIGTERM to the whole process
+// group stops them in order. Logs go to the parent's stdout and stderr, as
+// they did with one process.
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
