@@ -6,11 +6,14 @@
 // service, which the machine's other load hardly moves.
 //
 //   npx tsx bench/ab.ts [--seconds 5] [--rounds 3] services/login/assertion.ts=/tmp/assertion.ts [...]
+//   npx tsx bench/ab.ts --gateway [--seconds 10] services/node-gateway/auth.ts=/tmp/auth.ts [...]
+// With --gateway: both gateway builds and the bare proxy under bench/gateway.ts's load instead.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { BUILD_DIR, buildServices, ROOT } from './build.js';
+import { measureGateways } from './gateway.js';
 import { CONNECTIONS, startLoginStack, type LoginStack } from './login.js';
 import { runLoad } from './proc.js';
 
@@ -59,14 +62,46 @@ export async function compare(replace: Record<string, string>, o: { seconds: num
   }
 }
 
+/** Gateway A (as it is) and B (replaced) beside the bare proxy, in rotating one-second slices. */
+async function compareGateways(replace: Record<string, string>, seconds: number): Promise<void> {
+  const variantDir = path.join(ROOT, 'dist', 'bench-variant');
+  buildServices();
+  buildServices(variantDir, replace);
+  try {
+    const r = await measureGateways({ 'A (current)': undefined, 'B (replaced)': variantDir }, seconds);
+    const rows = Object.fromEntries(
+      Object.entries(r.load).map(([name, l]) => [
+        name,
+        {
+          'req/s': Math.round(l.requestsPerSecond),
+          'vs bare': Math.round((1000 * l.requestsPerSecond) / r.load.bare.requestsPerSecond) / 1000,
+          'CPU µs/req': Math.round(r.cpuUs[name] * 10) / 10,
+          'peak RSS MB': Math.round(r.stats[name].peakRss / 1024 / 1024),
+          'non-2xx + errors': l.non2xx + l.errors,
+        },
+      ]),
+    );
+    console.table(rows);
+  } finally {
+    rmSync(variantDir, { recursive: true, force: true });
+  }
+}
+
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
 if (isMain) {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } } });
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' }, gateway: { type: 'boolean', default: false } },
+  });
   const replace: Record<string, string> = {};
   for (const p of positionals) {
     const [from, to] = p.split('=');
     if (!from || !to) throw new Error(`expected source=replacement, got ${p}`);
     replace[from] = path.resolve(to);
+  }
+  if (values.gateway) {
+    await compareGateways(replace, Number(values.seconds));
+    process.exit(0);
   }
   const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000 });
   const summary = (rounds: AbRound[]) => ({

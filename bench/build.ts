@@ -3,7 +3,7 @@
 // transform cache and start-up work. The benchmarks measure what production
 // runs: the service sources are transpiled (no type check; `npm run
 // typecheck` does that) into dist/bench/, beside their node_modules.
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -27,10 +27,11 @@ function sourceFiles(rel: string): string[] {
 /**
  * Transpiles the services into `dir` (default BUILD_DIR); returns how many
  * files. `replace` maps a source path to another file to build in its place
- * (bench/ab.ts measures a proposed change that way).
+ * (bench/ab.ts measures a proposed change that way); `sources`, files and
+ * folders from the repository root, replaces the default list.
  */
-export function buildServices(dir = BUILD_DIR, replace: Record<string, string> = {}): number {
-  const files = SOURCES.flatMap(sourceFiles);
+export function buildServices(dir = BUILD_DIR, replace: Record<string, string> = {}, sources: readonly string[] = SOURCES): number {
+  const files = sources.flatMap(sourceFiles);
   for (const rel of files) {
     const source = replace[rel] ?? path.join(ROOT, rel);
     const { outputText } = ts.transpileModule(readFileSync(source, 'utf8'), {
@@ -41,8 +42,11 @@ export function buildServices(dir = BUILD_DIR, replace: Record<string, string> =
     mkdirSync(path.dirname(out), { recursive: true });
     writeFileSync(out, outputText);
   }
-  // Node needs to know these .js files are ES modules.
-  writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}\n');
+  // Node needs to know these .js files are ES modules; lib/version.ts reads name and version here.
+  const { name, version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, version, type: 'module' }) + '\n');
+  // lib/reflection.ts reads proto/ beside lib/, as in the image.
+  cpSync(path.join(ROOT, 'proto'), path.join(dir, 'proto'), { recursive: true });
   return files.length;
 }
 

@@ -1,14 +1,17 @@
 // Gateway throughput against a bare pass-through proxy to the same upstream.
 // Every part runs in its own process (upstream, gateway, bare proxy, and the
 // autocannon load), so the gateway's RSS is its own and the load generator
-// competes with both proxies equally. The load signs every request with a
-// fresh nonce for both targets (the bare proxy just passes the header on), so
-// the only difference measured is the gateway's own work. The gateway runs as
-// production runs it: the built JavaScript (bench/build.ts) under plain node,
-// at the default LOG_LEVEL (info: one access line per request), its output
-// drained as a log collector would.
+// competes with both proxies equally. The load is real traffic's shape: many
+// users, each with its own token and path, every request signed with a fresh
+// nonce for both targets (the bare proxy just passes the header on), so the
+// only difference measured is the gateway's own work. (One token flooding the
+// gateway would meet its per-token nonce quota, NONCE_PER_TOKEN, which is
+// right.) The gateway runs as production runs it: the built JavaScript
+// (bench/build.ts) under plain node, at the default LOG_LEVEL (info: one
+// access line per request), its output drained as a log collector would.
 //
 //   npx tsx bench/gateway.ts [seconds]
+//   npx tsx bench/ab.ts --gateway <file>=<replacement>   (two gateway builds side by side)
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -35,8 +38,14 @@ export interface BenchResult {
 const SELF = fileURLToPath(import.meta.url);
 const NODE_URL = 'http://bench-node.example';
 const MASTER_SECRETS = randomBytes(32).toString('hex');
-const UID = 1;
-const PATH = `/1.5/${UID}/info/collections`;
+/** Users, each with its own token: requests go to them in turn. */
+const USERS = 2000;
+const pathOf = (uid: number): string => `/1.5/${uid}/info/collections`;
+/**
+ * Enough to remember every nonce of the run for its whole window (2 × HAWK_SKEW):
+ * at ~10k req/s that is ~1.2M. Below that the gateway rightly answers 503.
+ */
+const NONCE_CACHE_SIZE = 2_000_000;
 const CONNECTIONS = 32;
 const WARMUP_ROUNDS = 1;
 const RATIO_TARGET = 0.9;
@@ -57,28 +66,34 @@ interface ProcessStats {
   /** CPU time used so far (user + system), microseconds. */
   cpu: number;
 }
-type Target = 'bare' | 'gateway';
+/** 'bare' and one or more gateway builds, by name. */
+type Target = string;
 type Message = { ready: number } | { stats: ProcessStats } | { load: Record<Target, LoadResult> };
 
 // ---- parent side ----
 
+/** BENCH_CPU_PROF=<dir>: node's --cpu-prof for the gateways and the bare proxy, to compare where their time goes. */
+function profileFlags(): string[] {
+  return process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+}
+
 function spawn(role: string, args: string[] = []): ChildProcess {
   return fork(SELF, [role, ...args], {
     // Only the TypeScript loader: not the parent's flags (a test runner's --test, say).
-    execArgv: ['--import', import.meta.resolve('tsx')],
+    execArgv: ['--import', import.meta.resolve('tsx'), ...(role === 'proxy' ? profileFlags() : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
 }
 
-/** The gateway from its real entry point, as built by buildServices(); BENCH_CPU_PROF=<dir> profiles it. */
-function startGatewayService(upstreamPort: number): Promise<Service> {
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+/** The gateway from its real entry point, as built by buildServices() into `buildDir`. */
+function startGatewayService(upstreamPort: number, buildDir?: string): Promise<Service> {
+  const profile = profileFlags();
   return startService(
     'node-gateway',
     'services/node-gateway/index.ts',
-    { NODE_URL, UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, MASTER_SECRETS, GATEWAY_PORT: '0' },
+    { NODE_URL, UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, MASTER_SECRETS, GATEWAY_PORT: '0', NONCE_CACHE_SIZE: String(NONCE_CACHE_SIZE) },
     /node-gateway listening/,
-    { nodeArgs: profile },
+    { nodeArgs: profile, buildDir },
   );
 }
 
@@ -118,12 +133,12 @@ function serviceStats(s: Service, idleRss: number, reset = false): ProcessStats 
 }
 
 /**
- * One load process alternates between the two targets in one-second slices,
- * so a busy neighbour on the machine slows both alike; which goes first
- * alternates too, since the second slice of a pair runs measurably faster.
+ * One load process goes through the targets in one-second slices, so a busy
+ * neighbour on the machine slows all alike; which goes first rotates too,
+ * since the later slices of a round run measurably faster.
  */
-async function load(ports: Record<Target, number>, rounds: number, token: { id: string; key: string }): Promise<Record<Target, LoadResult>> {
-  const child = spawn('load', [String(ports.bare), String(ports.gateway), String(rounds), token.id, token.key]);
+async function load(ports: Record<Target, number>, rounds: number, expires: number): Promise<Record<Target, LoadResult>> {
+  const child = spawn('load', [JSON.stringify(ports), String(rounds), String(expires), MASTER_SECRETS]);
   try {
     return await next(child, (m) => ('load' in m ? m.load : undefined));
   } finally {
@@ -135,59 +150,80 @@ const round = (x: number, digits = 1): number => Math.round(x * 10 ** digits) / 
 const MB = 1024 * 1024;
 
 export async function benchGateway(opts: { durationSeconds?: number } = {}): Promise<BenchResult> {
-  const seconds = Math.max(1, Math.round(opts.durationSeconds ?? 5));
-  const { makeToken, nodeSecrets } = await import('../lib/token.js');
-  const token = makeToken(
-    { uid: UID, node: NODE_URL, expires: Math.floor(Date.now() / 1000) + 3600, salt: 'a1b2c3' },
-    nodeSecrets([MASTER_SECRETS], NODE_URL)[0],
-  );
+  const r = await measureGateways({ gateway: undefined }, opts.durationSeconds ?? 5);
+  const gw = r.load.gateway;
+  const bare = r.load.bare;
+  const ratio = gw.requestsPerSecond / bare.requestsPerSecond;
+  const rssMb = r.stats.gateway.peakRss / MB;
+  return {
+    name: 'gateway',
+    rows: [
+      {
+        metric: `gateway req/s, ${USERS} users, fresh nonces (baseline: bare node:http proxy)`,
+        value: Math.round(gw.requestsPerSecond),
+        baseline: Math.round(bare.requestsPerSecond),
+        ratio: round(ratio, 3),
+        target: `ratio >= ${RATIO_TARGET}`,
+        pass: ratio >= RATIO_TARGET,
+      },
+      { metric: 'proxy process CPU µs per request', value: round(r.cpuUs.gateway), baseline: round(r.cpuUs.bare), ratio: round(r.cpuUs.bare / r.cpuUs.gateway, 3) },
+      { metric: 'latency p50 ms', value: gw.latencyP50, baseline: bare.latencyP50 },
+      { metric: 'latency p99 ms', value: gw.latencyP99, baseline: bare.latencyP99 },
+      // Baseline: the gateway before any load.
+      { metric: 'gateway peak RSS MB', value: round(rssMb), baseline: round(r.stats.gateway.idleRss / MB), target: `< ${RSS_TARGET_MB}`, pass: rssMb < RSS_TARGET_MB },
+      // A refused or failed request would make the throughput meaningless.
+      { metric: 'non-2xx responses + errors', value: gw.non2xx + gw.errors, baseline: bare.non2xx + bare.errors, target: '0', pass: gw.non2xx + gw.errors === 0 },
+    ],
+  };
+}
+
+export interface GatewayRun {
+  load: Record<Target, LoadResult>;
+  /** CPU µs per request of each proxy process. */
+  cpuUs: Record<Target, number>;
+  stats: Record<Target, ProcessStats>;
+}
+
+/**
+ * The bare proxy and one gateway per entry of `builds` (name → build folder,
+ * undefined for BUILD_DIR) under the same load, in rotating one-second slices.
+ */
+export async function measureGateways(builds: Record<string, string | undefined>, durationSeconds: number): Promise<GatewayRun> {
+  const seconds = Math.max(1, Math.round(durationSeconds));
+  const expires = Math.floor(Date.now() / 1000) + 3600;
   const children: ChildProcess[] = [];
-  let gateway: Service | undefined;
+  const gateways: Record<string, Service> = {};
   try {
     const upstream = spawn('upstream');
     children.push(upstream);
     const upstreamPort = await ready(upstream);
     const proxy = spawn('proxy', [String(upstreamPort)]);
     children.push(proxy);
-    gateway = await startGatewayService(upstreamPort);
-    const gatewayIdleRss = gateway.peakRssMb() * MB;
-    const ports = { bare: await ready(proxy), gateway: gateway.port };
+    const idle: Record<string, number> = {};
+    for (const [name, dir] of Object.entries(builds)) {
+      gateways[name] = await startGatewayService(upstreamPort, dir);
+      idle[name] = gateways[name].peakRssMb() * MB;
+    }
+    const ports: Record<Target, number> = { bare: await ready(proxy) };
+    for (const [name, g] of Object.entries(gateways)) ports[name] = g.port;
 
-    await load(ports, WARMUP_ROUNDS, token);
-    const before = { bare: await stats(proxy, true), gateway: serviceStats(gateway, gatewayIdleRss, true) };
-    const result = await load(ports, seconds, token);
-    const after = { bare: await stats(proxy), gateway: serviceStats(gateway, gatewayIdleRss) };
-    // CPU per request is what the gateway's checks cost, whatever else the machine is doing.
-    const cpuPerRequest = (t: Target): number => (after[t].cpu - before[t].cpu) / Math.max(1, result[t].requests);
-
-    const gw = result.gateway;
-    const bare = result.bare;
-    const ratio = gw.requestsPerSecond / bare.requestsPerSecond;
-    const rssMb = after.gateway.peakRss / MB;
-    return {
-      name: 'gateway',
-      rows: [
-        {
-          metric: 'gateway req/s (baseline: bare node:http proxy)',
-          value: Math.round(gw.requestsPerSecond),
-          baseline: Math.round(bare.requestsPerSecond),
-          ratio: round(ratio, 3),
-          target: `ratio >= ${RATIO_TARGET}`,
-          pass: ratio >= RATIO_TARGET,
-        },
-        { metric: 'proxy process CPU µs per request', value: round(cpuPerRequest('gateway')), baseline: round(cpuPerRequest('bare')), ratio: round(cpuPerRequest('bare') / cpuPerRequest('gateway'), 3) },
-        { metric: 'latency p50 ms', value: gw.latencyP50, baseline: bare.latencyP50 },
-        { metric: 'latency p99 ms', value: gw.latencyP99, baseline: bare.latencyP99 },
-        // Baseline: the gateway before any load.
-        { metric: 'gateway peak RSS MB', value: round(rssMb), baseline: round(after.gateway.idleRss / MB), target: `< ${RSS_TARGET_MB}`, pass: rssMb < RSS_TARGET_MB },
-        // A refused or failed request would make the throughput meaningless.
-        { metric: 'non-2xx responses + errors', value: gw.non2xx + gw.errors, baseline: bare.non2xx + bare.errors, target: '0', pass: gw.non2xx + gw.errors === 0 },
-      ],
+    await load(ports, WARMUP_ROUNDS, expires);
+    const snapshot = async (reset: boolean): Promise<Record<Target, ProcessStats>> => {
+      const out: Record<Target, ProcessStats> = { bare: await stats(proxy, reset) };
+      for (const [name, g] of Object.entries(gateways)) out[name] = serviceStats(g, idle[name], reset);
+      return out;
     };
+    const before = await snapshot(true);
+    const result = await load(ports, seconds, expires);
+    const after = await snapshot(false);
+    // CPU per request is what the gateway's checks cost, whatever else the machine is doing.
+    const cpuUs: Record<Target, number> = {};
+    for (const t of Object.keys(ports)) cpuUs[t] = (after[t].cpu - before[t].cpu) / Math.max(1, result[t].requests);
+    return { load: result, cpuUs, stats: after };
   } finally {
     for (const c of children) stop(c);
     // SIGTERM: a clean exit, so that --cpu-prof writes its profile.
-    await gateway?.stop();
+    await Promise.all(Object.values(gateways).map((g) => g.stop()));
   }
 }
 
@@ -227,16 +263,35 @@ async function upstreamRole(): Promise<number> {
   );
 }
 
-/** The baseline: what any reverse proxy on node:http costs, with no checks at all. */
+/** What the bare proxy sends where the gateway sends its request id: a fixed one, as long. */
+const FIXED_REQUEST_ID = '00000000-0000-4000-8000-000000000000';
+
+/**
+ * The baseline: what any reverse proxy on node:http costs, with no checks at
+ * all. Like for like, it forwards what the gateway forwards: the same request
+ * headers to the application (no Authorization; X-Forwarded-*, the caller's
+ * identity and a request id, with fixed values where the gateway's are
+ * checked or generated) and the same ones to the client.
+ */
 async function proxyRole(upstreamPort: number): Promise<number> {
   reportStats();
   const agent = new http.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 64, scheduling: 'lifo' });
+  const publicUrl = new URL(NODE_URL);
   return listening(
     http.createServer((req, res) => {
-      const { connection: _c, 'keep-alive': _k, ...headers } = req.headers;
-      const up = http.request({ agent, host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers }, (upRes) => {
+      const { connection: _c, 'keep-alive': _k, authorization: _a, ...headers } = req.headers;
+      const upstreamHeaders = {
+        ...headers,
+        'x-request-id': FIXED_REQUEST_ID,
+        'x-forwarded-for': req.socket.remoteAddress,
+        'x-forwarded-proto': publicUrl.protocol.slice(0, -1),
+        'x-forwarded-host': publicUrl.host,
+        'x-authenticated-uid': '1',
+        'x-authenticated-node': NODE_URL,
+      };
+      const up = http.request({ agent, host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers: upstreamHeaders }, (upRes) => {
         const { connection: _uc, 'keep-alive': _uk, 'transfer-encoding': _ut, ...upHeaders } = upRes.headers;
-        res.writeHead(upRes.statusCode ?? 502, upHeaders);
+        res.writeHead(upRes.statusCode ?? 502, { ...upHeaders, 'x-request-id': FIXED_REQUEST_ID });
         upRes.pipe(res);
       });
       up.on('error', () => {
@@ -248,8 +303,18 @@ async function proxyRole(upstreamPort: number): Promise<number> {
   );
 }
 
-async function loadRole(ports: Record<Target, number>, rounds: number, id: string, key: string): Promise<void> {
+/** `master`: the parent's MASTER_SECRETS (this process drew its own at import). */
+async function loadRole(ports: Record<Target, number>, rounds: number, expires: number, master: string): Promise<void> {
   const { hawkHeader } = await import('../lib/hawk.js');
+  const { makeToken, nodeSecrets } = await import('../lib/token.js');
+  const secret = nodeSecrets([master], NODE_URL)[0];
+  // The same tokens in every load process (same payload, same salt): a warm-up warms the caches.
+  const users = Array.from({ length: USERS }, (_, i) => {
+    const uid = i + 1;
+    const token = makeToken({ uid, node: NODE_URL, expires, salt: (0xa00000 + uid).toString(16) }, secret);
+    return { ...token, path: pathOf(uid), url: NODE_URL + pathOf(uid) };
+  });
+  let next = 0;
   // autocannon ships no types; this is the part of its API we use.
   const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<{
     requests: { total: number };
@@ -259,7 +324,6 @@ async function loadRole(ports: Record<Target, number>, rounds: number, id: strin
     errors: number;
     timeouts: number;
   }>;
-  const url = NODE_URL + PATH;
   const slice = (port: number, duration: number) =>
     autocannon({
       url: `http://127.0.0.1:${port}`,
@@ -268,23 +332,25 @@ async function loadRole(ports: Record<Target, number>, rounds: number, id: strin
       requests: [
         {
           method: 'GET',
-          path: PATH,
-          // Signed with a fresh nonce per request for both targets: the gateway's
-          // replay cache never refuses one, and the load costs the same either way.
-          setupRequest: (req: Record<string, unknown>) => ({
-            ...req,
-            headers: { ...(req.headers as object), authorization: hawkHeader({ id, key, method: 'GET', url }) },
-          }),
+          // Users in turn, each request signed with a fresh nonce for every target: the
+          // gateway's replay cache never refuses one, and the load costs the same either way.
+          setupRequest: (req: Record<string, unknown>) => {
+            const u = users[next++ % USERS];
+            return { ...req, path: u.path, headers: { ...(req.headers as object), authorization: hawkHeader({ id: u.id, key: u.key, method: 'GET', url: u.url }) } };
+          },
         },
       ],
     });
-  const runs: Record<Target, Awaited<ReturnType<typeof slice>>[]> = { bare: [], gateway: [] };
+  const names = Object.keys(ports);
+  const runs: Record<Target, Awaited<ReturnType<typeof slice>>[]> = Object.fromEntries(names.map((n) => [n, []]));
   for (let i = 0; i < rounds; i++) {
-    const targets: Target[] = i % 2 === 0 ? ['bare', 'gateway'] : ['gateway', 'bare'];
-    for (const t of targets) runs[t].push(await slice(ports[t], 1));
+    for (let j = 0; j < names.length; j++) {
+      const t = names[(i + j) % names.length];
+      runs[t].push(await slice(ports[t], 1));
+    }
   }
   const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
-  const summary = (rs: typeof runs.bare): LoadResult => ({
+  const summary = (rs: (typeof runs)[string]): LoadResult => ({
     requests: sum(rs.map((r) => r.requests.total)),
     requestsPerSecond: sum(rs.map((r) => r.requests.total)) / sum(rs.map((r) => r.duration)),
     latencyP50: round(sum(rs.map((r) => r.latency.p50)) / rs.length),
@@ -292,11 +358,11 @@ async function loadRole(ports: Record<Target, number>, rounds: number, id: strin
     non2xx: sum(rs.map((r) => r.non2xx)),
     errors: sum(rs.map((r) => r.errors + r.timeouts)),
   });
-  process.send!({ load: { bare: summary(runs.bare), gateway: summary(runs.gateway) } });
+  process.send!({ load: Object.fromEntries(names.map((n) => [n, summary(runs[n])])) });
 }
 
 async function role(name: string, args: string[]): Promise<void> {
-  if (name === 'load') return loadRole({ bare: Number(args[0]), gateway: Number(args[1]) }, Number(args[2]), args[3], args[4]);
+  if (name === 'load') return loadRole(JSON.parse(args[0]) as Record<Target, number>, Number(args[1]), Number(args[2]), args[3]);
   const port = name === 'upstream' ? await upstreamRole() : await proxyRole(Number(args[0]));
   process.send!({ ready: port });
   // Stop with the parent.

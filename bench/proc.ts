@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Env, GrpcAuth } from '../lib/config.js';
+import { SERVICE_NODE_ARGS } from '../lib/node-flags.js';
 import { builtEntry, ROOT } from './build.js';
 import type { LoadResult, LoadSpec } from './load.js';
 
@@ -27,7 +28,7 @@ export interface Service {
 }
 
 /** Peak RSS of a process as the kernel tracks it (VmHWM), bytes; 0 where /proc is missing. */
-function vmHwm(pid: number): number {
+export function vmHwm(pid: number): number {
   try {
     const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) * 1024 : 0;
@@ -130,20 +131,8 @@ export async function startService(
   };
 }
 
-/**
- * The node flags production starts these services with (their commands in
- * docker-compose.yml). V8 grows the young generation to 2 × 16 MB under load;
- * capped at 2 × 4 MB, login's peak RSS under the login benchmark's load is
- * 166–168 → 141–145 MB (the directory's on MongoDB ~117–150 → 105 MB) for
- * ~5–7 % more login CPU per request (more scavenges); 2 × 2 MB costs ~10–14 %
- * for 135–138 MB. Set on the command line: V8 sizes the young generation
- * before any JavaScript runs, so v8.setFlagsFromString() in the entry point
- * has no effect on it.
- */
-export const PRODUCTION_NODE_ARGS = {
-  login: ['--max-semi-space-size=4'],
-  directory: ['--max-semi-space-size=4'],
-} as const;
+/** The node flags production starts these services with (lib/node-flags.ts). */
+export const PRODUCTION_NODE_ARGS = SERVICE_NODE_ARGS;
 
 export const startDirectory = (storeUrl: string, extra: Env = {}, buildDir?: string): Promise<Service> =>
   startService('directory', 'services/directory/index.ts', { STORE_URL: storeUrl, DIRECTORY_PORT: '0', ...extra }, /directory listening/, {

@@ -44,7 +44,7 @@ export const DEFAULTS = {
   /** Hawk timestamp skew, seconds. */
   HAWK_SKEW: 60,
   /** Largest number of nonces the gateway remembers; beyond it 503, never an early forget. */
-  NONCE_CACHE_SIZE: 100_000,
+  NONCE_CACHE_SIZE: 1_000_000,
   /** Largest number of nonces one token may have remembered at once (its requests within ~2 × HAWK_SKEW). */
   NONCE_PER_TOKEN: 1000,
   /** Largest body the gateway buffers to check a Hawk payload hash, bytes. */

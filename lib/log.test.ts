@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { isoTime } from './log.js';
 import { fileURLToPath } from 'node:url';
 
 const LOG_MODULE = fileURLToPath(new URL('./log.ts', import.meta.url));
@@ -35,4 +36,10 @@ test('flatLogger writes a flat line exactly as logger() does, top-level secret n
   for (const name of ['key', 'id', 'token', 'secret', 'authorization', 'assertion', 'masterSecrets']) assert.equal(viaFlat[name], '[redacted]', name);
   // The parent keeps its full list, nested paths included.
   assert.deepEqual(parentAfter.nested, { key: '[redacted]', authorization: '[redacted]' });
+});
+
+test('isoTime is pino’s isoTime, whatever the millisecond, and in any order', () => {
+  const times = [0, 1, 9, 10, 99, 100, 999, 1000, 1_700_000_000_000, 1_700_000_000_007, 1_700_000_000_042, 1_700_000_000_999, 1_700_000_001_000, 1_699_999_999_999, 4_102_444_800_123];
+  for (const t of [...times, ...times.reverse()]) assert.equal(isoTime(t), `,"time":"${new Date(t).toISOString()}"`, String(t));
+  assert.match(isoTime(), /^,"time":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"$/);
 });

@@ -27,11 +27,29 @@ const CENSOR = '[redacted]';
 /** The names a flat line could hold: the rest are paths into nested objects. */
 const TOP_LEVEL_REDACT = REDACT.filter((p) => !p.includes('.'));
 
+let timeSecond = NaN;
+let timePrefix = '';
+
+/**
+ * pino's isoTime (`,"time":"<ISO 8601>"`), but the date and time up to the
+ * second are formatted once a second rather than on every line.
+ */
+export function isoTime(now = Date.now()): string {
+  const second = Math.floor(now / 1000);
+  if (second !== timeSecond) {
+    timeSecond = second;
+    // "2026-11-22T15:02:18." of "2026-11-22T15:02:18.145Z"
+    timePrefix = `,"time":"${new Date(second * 1000).toISOString().slice(0, -4)}`;
+  }
+  const ms = now - second * 1000;
+  return `${timePrefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
+}
+
 const root = pino({
   level: process.env.LOG_LEVEL ?? DEFAULTS.LOG_LEVEL,
   base: { pid: process.pid },
   redact: { paths: REDACT, censor: CENSOR },
-  timestamp: pino.stdTimeFunctions.isoTime,
+  timestamp: isoTime,
 });
 
 export function logger(service: string): Logger {

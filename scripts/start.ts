@@ -1,11 +1,42 @@
-// `npm start`: the whole system on one machine (see scripts/stack.ts).
+// `npm start`: the whole system on one machine (see scripts/stack.ts), each
+// service in a process of its own, built at start (scripts/stack-part.ts).
 import { ConfigError } from '../lib/errors.js';
 import { applications } from '../lib/config.js';
 import { DEV_IDP_WARNING } from '../lib/idp.js';
-import { startStack } from './stack.js';
+import { buildParts, startPartProcess } from './stack-part.js';
+import { startStack, type Stack } from './stack.js';
+
+let stack: Stack | undefined;
+let stopping = false;
+
+async function stop(code: number): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  process.stdout.write('stopping...\n');
+  // Still starting: main() stops it once it is up.
+  if (!stack) return;
+  await stack.close();
+  process.stdout.write('stopped\n');
+  process.exit(code);
+}
 
 async function main(): Promise<void> {
-  const stack = await startStack(process.env);
+  // Before anything starts: a signal that found no handler would end this process and leave the services running.
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+  // A service that exits on its own leaves no whole stack: stop the others too.
+  const partExited = (name: string, code: number | null): void => {
+    if (stopping || !stack) return;
+    process.stderr.write(`${name} exited unexpectedly (${code}): stopping the stack\n`);
+    void stop(1);
+  };
+  const started = await startStack(process.env, startPartProcess(partExited, buildParts()));
+  stack = started;
+  if (stopping) {
+    await started.close();
+    process.stdout.write('stopped\n');
+    process.exit(0);
+  }
   const app = [...applications(process.env).entries()][0];
   const [appName, versions] = [app[0], [...app[1]][0]];
   const lines = [
@@ -37,17 +68,6 @@ async function main(): Promise<void> {
   process.stdout.write(lines.join('\n') + '\n');
   // On stderr too, where it survives `npm start > /dev/null` and log collectors.
   if (stack.devIdpTrusted) process.stderr.write(`WARNING: ${DEV_IDP_WARNING}\n`);
-  let stopping = false;
-  const stop = async () => {
-    if (stopping) return;
-    stopping = true;
-    process.stdout.write('stopping...\n');
-    await stack.close();
-    process.stdout.write('stopped\n');
-    process.exit(0);
-  };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
 }
 
 main().catch((e) => {

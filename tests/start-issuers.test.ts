@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { httpRequest } from '../services/login/testkit.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 interface Started {
+  pid: number;
   stdout: string;
   /** stderr so far: it arrives on its own pipe, so wait with stderrMatching for what comes after the banner. */
   stderr(): string;
@@ -58,7 +59,7 @@ function start(env: Record<string, string>): Promise<Started> {
     child.stdout.on('data', (d: Buffer) => {
       stdout += d;
       const login = /login:\s+(http:\/\/\S+?)\/1\.0\//.exec(stdout);
-      if (login && stdout.includes('Ctrl-C stops everything')) resolve({ stdout, stderr: () => stderr, stderrMatching, loginUrl: login[1], stop });
+      if (login && stdout.includes('Ctrl-C stops everything')) resolve({ pid: child.pid!, stdout, stderr: () => stderr, stderrMatching, loginUrl: login[1], stop });
     });
     void exited.then(() => reject(new Error(`start.ts exited: ${stderr}`)));
   });
@@ -114,6 +115,47 @@ test('npm start prints "node-gateway listening" once, with the real URL (issue #
     assert.doesNotMatch(s.stdout, /placeholder\.invalid/);
   } finally {
     await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The pid on the first JSON log line whose msg matches. */
+function pidOf(stdout: string, msg: RegExp): number {
+  const line = stdout.split('\n').find((l) => l.startsWith('{') && msg.test((JSON.parse(l) as { msg: string }).msg));
+  assert.ok(line, `no line ${msg} in:\n${stdout}`);
+  return (JSON.parse(line) as { pid: number }).pid;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('npm start runs the services in processes of their own, and Ctrl-C stops every one (issue #11 item 4)', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'start-processes-'));
+  const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info' });
+  let pids: number[] = [];
+  try {
+    pids = [pidOf(s.stdout, /^login listening$/), pidOf(s.stdout, /^node-gateway listening$/)];
+    assert.notEqual(pids[0], pids[1], 'login and the gateway in one process');
+    assert.ok(!pids.includes(s.pid), 'a service in the process npm start runs in');
+    for (const pid of pids) assert.ok(alive(pid));
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  for (const pid of pids) assert.equal(alive(pid), false, `process ${pid} still running after Ctrl-C: ${existsSync(`/proc/${pid}/status`) ? readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').slice(0, 8).join(' | ') : 'gone'}`);
+});
+
+test('npm start: a service that cannot start stops the others, and says why', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'start-fails-'));
+  try {
+    await assert.rejects(start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), NONCE_CACHE_SIZE: 'lots' }), /configuration error: NONCE_CACHE_SIZE/);
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

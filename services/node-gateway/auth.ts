@@ -106,11 +106,14 @@ export function checkTarget(target: string): string[] {
   const path = query === -1 ? target : target.slice(0, query);
   if (path.includes('#')) throw urlError('request target must not carry a fragment');
   return path.split('/').map((segment) => {
-    let decoded: string;
-    try {
-      decoded = decodeURIComponent(segment);
-    } catch {
-      throw urlError('path must be valid percent-encoded UTF-8');
+    // Most segments have nothing encoded: decoding them would give them back.
+    let decoded = segment;
+    if (segment.includes('%')) {
+      try {
+        decoded = decodeURIComponent(segment);
+      } catch {
+        throw urlError('path must be valid percent-encoded UTF-8');
+      }
     }
     if (decoded === '.' || decoded === '..') throw urlError('path must not contain "." or ".." segments, encoded or not');
     for (const [char, name] of FORBIDDEN_IN_SEGMENT) {

@@ -19,16 +19,44 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-/** Headers only the gateway may set towards the application; a client's copy is dropped. */
-const GATEWAY_OWNED = /^(authorization|forwarded|x-forwarded-.*|x-authenticated-.*|expect)$/;
+/** Headers only the gateway may set towards the application (`name` lowercased); a client's copy is dropped. */
+function gatewayOwned(name: string): boolean {
+  return name === 'authorization' || name === 'forwarded' || name === 'expect' || name.startsWith('x-forwarded-') || name.startsWith('x-authenticated-');
+}
 const REQUEST_ID = 'x-request-id';
 /**
  * Client-supplied identity, address and routing headers that proxies and
  * frameworks trust elsewhere (an application honouring X-Original-URL would
- * route to a path the gateway did not check).
+ * route to a path the gateway did not check). A set, not a pattern: one
+ * lookup per header of every request.
  */
-const CLIENT_CLAIMS =
-  /^(x-real-ip|true-client-ip|x-client-ip|client-ip|x-cluster-client-ip|cf-connecting-ip(v6)?|fastly-client-ip|akamai-client-ip|x-originating-ip|x-original-forwarded-for|x-proxyuser-ip|x-remote-(ip|addr|user)|remote-(addr|user)|x-original-(url|uri|host|method)|x-rewrite-url|x-http-method(-override)?|x-method-override)$/;
+const CLIENT_CLAIMS = new Set([
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'client-ip',
+  'x-cluster-client-ip',
+  'cf-connecting-ip',
+  'cf-connecting-ipv6',
+  'fastly-client-ip',
+  'akamai-client-ip',
+  'x-originating-ip',
+  'x-original-forwarded-for',
+  'x-proxyuser-ip',
+  'x-remote-ip',
+  'x-remote-addr',
+  'x-remote-user',
+  'remote-addr',
+  'remote-user',
+  'x-original-url',
+  'x-original-uri',
+  'x-original-host',
+  'x-original-method',
+  'x-rewrite-url',
+  'x-http-method',
+  'x-http-method-override',
+  'x-method-override',
+]);
 /** Headers a request may carry once: a second copy would let the gateway and the application read different values. */
 const SINGLETONS = new Set(['host', 'content-type', 'content-length', 'authorization']);
 /** The client's framing is never passed on: the gateway frames every forwarded body itself. */
@@ -42,7 +70,7 @@ const NOT_REMOVABLE = new Set(['content-length', 'transfer-encoding', 'host']);
  * claim about who or where the client is.
  */
 export function isClientClaim(lowerName: string): boolean {
-  return lowerName.includes('_') || CLIENT_CLAIMS.test(lowerName);
+  return lowerName.includes('_') || CLIENT_CLAIMS.has(lowerName);
 }
 
 /** Refuses a request that repeats a header it may carry once (400). */
@@ -60,11 +88,12 @@ export function refuseRepeatedSingletons(rawHeaders: readonly string[]): void {
 function connectionScoped(rawHeaders: readonly string[]): ReadonlySet<string> {
   let names: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i].toLowerCase() === 'connection') {
-      names ??= new Set(HOP_BY_HOP);
+    // The length first: lowercasing every name of every request adds up.
+    if (rawHeaders[i].length === 10 && rawHeaders[i].toLowerCase() === 'connection') {
       for (const token of rawHeaders[i + 1].split(',')) {
         const name = token.trim().toLowerCase();
-        if (!NOT_REMOVABLE.has(name)) names.add(name);
+        // A copy of the set only for names beyond it ("Connection: keep-alive" needs none).
+        if (!NOT_REMOVABLE.has(name) && !HOP_BY_HOP.has(name)) (names ??= new Set(HOP_BY_HOP)).add(name);
       }
     }
   }
@@ -140,7 +169,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], who: Forwa
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i].toLowerCase();
-    if (drop.has(name) || FRAMING.has(name) || GATEWAY_OWNED.test(name) || isClientClaim(name)) continue;
+    if (drop.has(name) || FRAMING.has(name) || gatewayOwned(name) || isClientClaim(name)) continue;
     if (who.requestId !== undefined && name === REQUEST_ID) continue;
     out.push(rawHeaders[i], rawHeaders[i + 1]);
   }
@@ -162,14 +191,19 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], who: Forwa
  */
 export function clientResponseHeaders(rawHeaders: readonly string[], own: readonly string[] = []): string[] {
   const drop = connectionScoped(rawHeaders);
-  const ownNames = own.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i].toLowerCase();
-    if (!drop.has(name) && !ownNames.includes(name)) out.push(rawHeaders[i], rawHeaders[i + 1]);
+    if (!drop.has(name) && !isOwn(name, own)) out.push(rawHeaders[i], rawHeaders[i + 1]);
   }
-  out.push(...own);
+  for (const h of own) out.push(h);
   return out;
+}
+
+/** Whether `name` (lowercased) is one of the names in the raw list `own`. */
+function isOwn(name: string, own: readonly string[]): boolean {
+  for (let i = 0; i < own.length; i += 2) if (own[i].length === name.length && own[i].toLowerCase() === name) return true;
+  return false;
 }
 
 export interface Upstream {
@@ -209,6 +243,12 @@ function hostHeader(up: Upstream): string {
   return up.port === (up.protocol === 'https:' ? 443 : 80) ? host : `${host}:${up.port}`;
 }
 
+/** Whether a raw header list has a Host. */
+function hasHost(rawHeaders: readonly string[]): boolean {
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i].length === 4 && rawHeaders[i].toLowerCase() === 'host') return true;
+  return false;
+}
+
 export interface OpenedRequest {
   request: http.ClientRequest;
   /** The protocol error to answer with once `request` has emitted 'error'. */
@@ -219,7 +259,7 @@ export interface OpenedRequest {
 export function openUpstream(up: Upstream, r: UpstreamRequest): OpenedRequest {
   const send = up.protocol === 'https:' ? https.request : http.request;
   // Node adds no Host to a raw header list; an HTTP/1.0 client may have sent none.
-  const headers = r.headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'host') ? r.headers : [...r.headers, 'Host', hostHeader(up)];
+  const headers = hasHost(r.headers) ? r.headers : [...r.headers, 'Host', hostHeader(up)];
   const request = send({
     agent: up.agent,
     hostname: up.hostname,
@@ -254,53 +294,52 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 
 /**
  * Sends the request (the buffered body, or the client's stream) and pipes the
- * response back. Resolves when the exchange is over; rejects with 502/504 only
- * while nothing has been sent to the client yet.
+ * response back. `onFailure` gets the 502/504 when the application fails while
+ * nothing has been sent to the client yet; later failures cut the response.
+ * A callback, not a promise: this runs for every request.
  */
 export function forward(
   client: { req: http.IncomingMessage; res: http.ServerResponse },
   up: Upstream,
   r: UpstreamRequest & { body?: Buffer; framing: Framing; responseHeaders?: readonly string[] },
-): Promise<void> {
+  onFailure: (err: BadGateway | GatewayTimeout) => void,
+): void {
   const { req, res } = client;
   const streamed = r.body === undefined && r.framing.kind !== 'none';
-  return new Promise((resolve, reject) => {
-    let upstreamReq: http.ClientRequest;
-    // A client that goes away takes its upstream request with it.
-    res.once('close', () => {
-      if (!res.writableFinished) upstreamReq.destroy();
-      resolve();
-    });
-    const attempt = (retry: boolean): void => {
-      const { request, failure } = openUpstream(up, r);
-      upstreamReq = request;
-      request.on('error', (err: NodeJS.ErrnoException) => {
-        if (res.headersSent) {
-          res.destroy();
-        } else if (retry && request.reusedSocket && err.code === 'ECONNRESET' && !streamed && IDEMPOTENT.has(r.method)) {
-          // The application closed an idle kept-alive connection just as we reused
-          // it: the request never reached it, so an idempotent one goes once more.
-          attempt(false);
-        } else {
-          reject(failure());
-        }
-      });
-      request.on('response', (upstreamRes) => {
-        res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders, r.responseHeaders));
-        upstreamRes.pipe(res);
-        upstreamRes.once('close', () => {
-          // The application cut its reply short: so must we.
-          if (!upstreamRes.complete) res.destroy();
-        });
-      });
-      if (r.body !== undefined) request.end(r.body);
-      else if (streamed) {
-        req.pipe(request);
-        req.once('error', () => request.destroy());
-      } else request.end();
-    };
-    attempt(true);
+  let upstreamReq: http.ClientRequest;
+  // A client that goes away takes its upstream request with it.
+  res.once('close', () => {
+    if (!res.writableFinished) upstreamReq.destroy();
   });
+  const attempt = (retry: boolean): void => {
+    const { request, failure } = openUpstream(up, r);
+    upstreamReq = request;
+    request.on('error', (err: NodeJS.ErrnoException) => {
+      if (res.headersSent) {
+        res.destroy();
+      } else if (retry && request.reusedSocket && err.code === 'ECONNRESET' && !streamed && IDEMPOTENT.has(r.method)) {
+        // The application closed an idle kept-alive connection just as we reused
+        // it: the request never reached it, so an idempotent one goes once more.
+        attempt(false);
+      } else {
+        onFailure(failure());
+      }
+    });
+    request.on('response', (upstreamRes) => {
+      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage, clientResponseHeaders(upstreamRes.rawHeaders, r.responseHeaders));
+      upstreamRes.pipe(res);
+      upstreamRes.once('close', () => {
+        // The application cut its reply short: so must we.
+        if (!upstreamRes.complete) res.destroy();
+      });
+    });
+    if (r.body !== undefined) request.end(r.body);
+    else if (streamed) {
+      req.pipe(request);
+      req.once('error', () => request.destroy());
+    } else request.end();
+  };
+  attempt(true);
 }
 
 /** Whether the application answers at all (any HTTP status counts). */

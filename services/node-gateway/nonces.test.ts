@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NonceCache, nonceKey, tokenKey } from './nonces.js';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { fingerprint, NonceCache, tokenKey } from './nonces.js';
 
 const T0 = 1_700_000_000; // seconds
 const ms = (seconds: number): number => seconds * 1000;
@@ -17,19 +19,49 @@ test('a nonce is accepted once per (token, ts)', () => {
   assert.equal(cache.size, 4);
 });
 
-test('keys: tokens told apart by their tail; nonce and ts apart; long nonces hashed', () => {
+test('keys: tokens told apart by their tail; nonces by a 64-bit fingerprint, long ones too', () => {
   const id = 'x'.repeat(300) + 'SIGNATURE-tail-of-the-token-id-0==';
   assert.equal(tokenKey(id), id.slice(-32));
   assert.notEqual(tokenKey(id), tokenKey(id.replace('tail', 'tall')));
-  assert.equal(nonceKey('abc', '17'), '17\nabc');
-  assert.notEqual(nonceKey('abc', '17'), nonceKey('abd', '17'));
-  assert.notEqual(nonceKey('abc', '17'), nonceKey('abc', '18'));
+  assert.deepEqual(fingerprint('abc'), fingerprint('abc'));
+  assert.notDeepEqual(fingerprint('abc'), fingerprint('abd'));
+  assert.notDeepEqual(fingerprint(''), fingerprint('\0'));
   const long = 'n'.repeat(4000);
-  assert.ok(nonceKey(long, '17').length < 100);
-  assert.notEqual(nonceKey(long, '17'), nonceKey(long + 'm', '17'));
-  // A hashed long nonce cannot collide with a plain short one (which holds no newline).
-  assert.equal(nonceKey(long, '17').split('\n').length, 3);
-  assert.equal(nonceKey('n'.repeat(64), '17').split('\n').length, 2);
+  assert.notDeepEqual(fingerprint(long), fingerprint(long + 'm'));
+  // No two of many nonces of one token and second are taken for each other.
+  const cache = new NonceCache({ capacity: 200_000, perToken: 200_000, skewSeconds: 60 }, ms(T0));
+  for (let i = 0; i < 100_000; i++) assert.equal(cache.add('id', `nonce-${i}`, String(T0), ms(T0)), 'new');
+  for (let i = 0; i < 100_000; i += 997) assert.equal(cache.add('id', `nonce-${i}`, String(T0), ms(T0)), 'replayed');
+});
+
+test('a nonce takes a few dozen bytes, not hundreds (a busy gateway keeps ~1M)', () => {
+  // In a process of its own, so that no other test's heap is counted, with a full GC before each reading.
+  const perNonce = Number(
+    execFileSync(process.execPath, ['--import', 'tsx', '--expose-gc', '--input-type=module', '-e', `
+      import { NonceCache } from ${JSON.stringify(fileURLToPath(new URL('./nonces.ts', import.meta.url)))};
+      const T0 = ${T0};
+      const n = 300_000;
+      // 3000 tokens, 100 nonces each, over 60 seconds: the shape of many users' traffic.
+      // The strings are made first, so that only what the cache keeps is counted.
+      const ids = Array.from({ length: 3000 }, (_, t) => \`token-\${t}\`.padStart(40, 'x'));
+      const nonces = Array.from({ length: n }, (_, i) => \`\${i.toString(36)}abcdefghijk\`);
+      const seconds = Array.from({ length: 60 }, (_, s) => String(T0 + s));
+      const used = () => { gc(); const m = process.memoryUsage(); return m.heapUsed + m.arrayBuffers; };
+      const before = used();
+      const cache = new NonceCache({ capacity: 1_000_000, perToken: 1000, skewSeconds: 60 }, T0 * 1000);
+      for (let i = 0; i < n; i++) cache.add(ids[i % 3000], nonces[i], seconds[i % 60], T0 * 1000);
+      const after = used();
+      if (cache.size !== n || ids.length + nonces.length + seconds.length !== 3000 + n + 60) throw new Error('not all kept');
+      process.stdout.write(String((after - before) / n));
+    `], { encoding: 'utf8' }),
+  );
+  assert.ok(perNonce > 0 && perNonce < 64, `${perNonce.toFixed(0)} bytes per nonce`);
+});
+
+test('a timestamp beyond the skew window is refused, not filed where a live second is', () => {
+  const cache = new NonceCache(limits, ms(T0));
+  assert.equal(cache.add('id', 'n', String(T0 + 61), ms(T0)), 'new');
+  assert.throws(() => cache.add('id', 'n', String(T0 + 63), ms(T0)), RangeError);
 });
 
 test('a nonce is remembered until its timestamp leaves the skew window, then forgotten', () => {

@@ -13,7 +13,7 @@ import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.j
 import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
-import { authenticate, checkPayloadHash, guardedNode, rememberNonce, tokenCache } from './auth.js';
+import { authenticate, checkPayloadHash, guardedNode, rememberNonce, tokenCache, type Caller } from './auth.js';
 import { clientFraming, forward, probe, refuseRepeatedSingletons, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
 import { NonceCache } from './nonces.js';
 import { sendError, sendJson } from './respond.js';
@@ -96,23 +96,46 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     sendJson(res, 200, { status: 'ok' }, own);
   }
 
-  async function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange): Promise<void> {
-    const method = req.method ?? 'GET';
-    const target = req.url ?? '/';
+  /**
+   * Checks the request and forwards it; failures go to `fail`, thrown or
+   * called back. Synchronous unless a signed body must be read first: most
+   * requests pay for no promise.
+   */
+  function proxy(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue: boolean, exchange: Exchange, fail: (err: unknown) => void): void {
     refuseRepeatedSingletons(req.rawHeaders);
     const framing = clientFraming(req.rawHeaders, req.httpVersion);
-    const caller = authenticate({ method, target, authorization: req.headers.authorization }, node, {
+    const caller = authenticate({ method: req.method ?? 'GET', target: req.url ?? '/', authorization: req.headers.authorization }, node, {
       skewSeconds: config.hawkSkew,
       tokens,
     });
     exchange.uid = caller.uid;
     // Only now is the client told to send its body (Expect: 100-continue).
     if (expectsContinue) res.writeContinue();
-    let body: Buffer | undefined;
-    if (caller.hawk.hash !== undefined) {
-      body = await readBody(req, config.hashBodyLimit);
-      checkPayloadHash(body, req.headers['content-type'], caller.hawk.hash);
+    const signedHash = caller.hawk.hash;
+    if (signedHash === undefined) {
+      send(req, res, caller, exchange, framing, undefined, fail);
+      return;
     }
+    readBody(req, config.hashBodyLimit)
+      .then((body) => {
+        checkPayloadHash(body, req.headers['content-type'], signedHash);
+        send(req, res, caller, exchange, framing, body, fail);
+      })
+      .catch(fail);
+  }
+
+  /** The last check (the nonce), then the request to the application: with a buffered body, or streaming the client's. */
+  function send(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    caller: Caller,
+    exchange: Exchange,
+    framing: Framing,
+    body: Buffer | undefined,
+    fail: (err: unknown) => void,
+  ): void {
+    const method = req.method ?? 'GET';
+    const target = req.url ?? '/';
     rememberNonce(caller.hawk, nonces);
     // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
     const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
@@ -126,7 +149,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
       requestId: exchange.requestId,
     });
     exchange.upstreamStarted = performance.now();
-    await forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] });
+    forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] }, fail);
   }
 
   /** Once the response is over (or the client gone): the access line and the metrics. */
@@ -164,7 +187,9 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   }
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue = false): void {
-    const path = (req.url ?? '/').split('?', 1)[0];
+    const url = req.url ?? '/';
+    const query = url.indexOf('?');
+    const path = query === -1 ? url : url.slice(0, query);
     const exchange: Exchange = {
       requestId: requestIdFrom(req.headers['x-request-id']),
       route: OWN_ROUTES.has(path) ? path : 'proxy',
@@ -173,7 +198,10 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     // Passed explicitly, not with setHeader: Node 20's writeHead would then collapse repeated upstream headers.
     const own = { [REQUEST_ID_HEADER]: exchange.requestId };
     res.once('close', () => finish(req, res, path, exchange));
-    let work: Promise<void>;
+    const fail = (err: unknown): void => {
+      exchange.error = err;
+      sendError(res, err, log.child({ requestId: exchange.requestId }), own);
+    };
     if (path === '/__lbheartbeat__') {
       req.resume();
       sendJson(res, 200, {}, own);
@@ -184,14 +212,14 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
       return;
     } else if (path === '/__heartbeat__') {
       req.resume();
-      work = heartbeat(res, own);
+      heartbeat(res, own).catch(fail);
     } else {
-      work = proxy(req, res, expectsContinue, exchange);
+      try {
+        proxy(req, res, expectsContinue, exchange, fail);
+      } catch (err) {
+        fail(err);
+      }
     }
-    work.catch((err: unknown) => {
-      exchange.error = err;
-      sendError(res, err, log.child({ requestId: exchange.requestId }), own);
-    });
   }
 
   const server = http.createServer({
