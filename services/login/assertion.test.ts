@@ -673,3 +673,133 @@ describe('createAssertionVerifier: BrowserID DSA keys, support-document issuer k
     }
   });
 });
+
+// ---- found missing by mutation testing ----
+
+describe('refusal descriptions (shown to clients in the error body), exactly', () => {
+  const x = 'A'.repeat(43);
+  const latin1 = Buffer.from('{"alg":"ES256","kid":"\xe9"}', 'latin1').toString('base64url');
+  const cases: Array<[string, () => unknown, new (...a: never[]) => Error, string]> = [
+    ['unknown scheme', () => parseAuthorization('Bearer abc'), Unauthorized, 'unsupported authorization scheme; use Assertion or BrowserID'],
+    ['no credentials', () => parseAuthorization('Assertion'), Unauthorized, 'missing assertion'],
+    ['three parts', () => splitBundle('a~b~c'), InvalidCredentials, 'expected <certificate>~<assertion>'],
+    ['two segments', () => decodeJws('a.b', 'certificate'), InvalidCredentials, 'certificate is not a compact JWS'],
+    ['empty signature', () => decodeJws(`${b64({ alg: 'ES256' })}.${b64({})}.`, 'assertion'), InvalidCredentials, 'assertion is not a compact JWS'],
+    ['header not base64url', () => decodeJws(`!!!.${b64({})}.c2ln`, 'certificate'), InvalidCredentials, 'certificate header is not base64url'],
+    ['header not UTF-8', () => decodeJws(`${latin1}.${b64({})}.c2ln`, 'certificate'), InvalidCredentials, 'certificate header is not UTF-8'],
+    ['header not JSON', () => decodeJws(`${b64('{not json')}.${b64({})}.c2ln`, 'certificate'), InvalidCredentials, 'certificate header is not JSON'],
+    ['header an array', () => decodeJws(`${b64([1])}.${b64({})}.c2ln`, 'certificate'), InvalidCredentials, 'certificate header is not a JSON object'],
+    ['header null', () => decodeJws(`${b64('null')}.${b64({})}.c2ln`, 'certificate'), InvalidCredentials, 'certificate header is not a JSON object'],
+    ['payload a string', () => decodeJws(`${b64({ alg: 'ES256' })}.${b64('"s"')}.c2ln`, 'assertion'), InvalidCredentials, 'assertion payload is not a JSON object'],
+    ['payload not base64url', () => decodeJws(`${b64({ alg: 'ES256' })}.a+b.c2ln`, 'assertion'), InvalidCredentials, 'assertion payload is not base64url'],
+    ['signature not base64url', () => decodeJws(`${b64({ alg: 'ES256' })}.${b64({})}.c2l=`, 'certificate'), InvalidCredentials, 'certificate signature is not base64url'],
+    ['algorithm', () => decodeJws(jws({ alg: 'HS256' }, {}), 'assertion'), InvalidCredentials, 'assertion algorithm must be one of RS256, ES256, EdDSA, Ed25519, DS128, DS256'],
+    ['crit', () => decodeJws(jws({ alg: 'ES256', crit: ['exp'], exp: 1 }, {}), 'assertion'), InvalidCredentials, 'assertion header: extension "exp" is not supported'],
+    ['public-key not an object', () => userPublicKey('k'), InvalidCredentials, 'certificate public-key must be an object'],
+    ['public-key null', () => userPublicKey(null), InvalidCredentials, 'certificate public-key must be an object'],
+    ['public-key an array', () => userPublicKey([]), InvalidCredentials, 'certificate public-key must be an object'],
+    ['EC curve', () => userPublicKey({ kty: 'EC', crv: 'P-384', x, y: x }), InvalidCredentials, 'certificate public-key curve must be P-256'],
+    ['OKP curve', () => userPublicKey({ kty: 'OKP', crv: 'X25519', x }), InvalidCredentials, 'certificate public-key curve must be Ed25519'],
+    ['key type', () => userPublicKey({ kty: 'oct' }), InvalidCredentials, 'certificate public-key type must be RSA, EC or OKP'],
+    ['JWK member', () => userPublicKey({ kty: 'RSA', n: 'AQAB', e: '' }), InvalidCredentials, 'certificate public-key "e" is not valid'],
+    ['JWK member type', () => userPublicKey({ kty: 'EC', crv: 'P-256', x, y: 7 }), InvalidCredentials, 'certificate public-key "y" is not valid'],
+    ['BrowserID algorithm', () => userPublicKey({ algorithm: 'XS' }), InvalidCredentials, 'certificate public-key algorithm must be RS or DS'],
+    ['BrowserID n', () => userPublicKey({ algorithm: 'RS', n: '0', e: '3' }), InvalidCredentials, 'certificate public-key "n" must be a decimal string'],
+    ['BrowserID n type', () => userPublicKey({ algorithm: 'RS', n: 5, e: '3' }), InvalidCredentials, 'certificate public-key "n" must be a decimal string'],
+    ['BrowserID e', () => userPublicKey({ algorithm: 'RS', n: '5', e: '03' }), InvalidCredentials, 'certificate public-key "e" must be a decimal string'],
+    ['BrowserID e type', () => userPublicKey({ algorithm: 'RS', n: '5', e: 3 }), InvalidCredentials, 'certificate public-key "e" must be a decimal string'],
+    ['iss', () => certificateClaims({ iss: '' }, 'g'), InvalidCredentials, 'certificate "iss" must be a string'],
+    ['iss type', () => certificateClaims({ iss: 7 }, 'g'), InvalidCredentials, 'certificate "iss" must be a string'],
+    ['email', () => certificateClaims({ iss: 'i', principal: { email: 'x' } }, 'g'), InvalidCredentials, 'certificate "principal.email" must be an email address'],
+    ['iat', () => certificateClaims({ iss: 'i', principal: { email: 'a@b' }, iat: -1, exp: 1 }, 'g'), InvalidCredentials, 'certificate "iat" must be a time in ms since epoch'],
+    ['exp', () => certificateClaims({ iss: 'i', principal: { email: 'a@b' } }, 'g'), InvalidCredentials, 'certificate "exp" must be a time in ms since epoch'],
+    ['aud type', () => assertionClaims({ exp: 1 }, ['a']), InvalidCredentials, 'assertion "aud" must be a string'],
+    ['aud', () => assertionClaims({ aud: 'b', exp: 1 }, ['a']), InvalidCredentials, 'assertion audience is not accepted here'],
+    ['assertion exp', () => assertionClaims({ aud: 'a', exp: 1.5 }, ['a']), InvalidCredentials, 'assertion "exp" must be a time in ms since epoch'],
+    ['expired', () => checkTimes({ expMs: 1 }, 10, 0, 5000, 'certificate'), InvalidTimestamp, 'certificate has expired'],
+    ['future', () => checkTimes({ expMs: 20, iatMs: 11 }, 10, 0, 5000, 'certificate'), InvalidTimestamp, 'certificate is issued in the future'],
+    ['too far', () => checkTimes({ expMs: 6000 }, 10, 0, 5000, 'assertion'), InvalidTimestamp, 'assertion expires too far in the future (at most 5 s)'],
+    ['generation', () => parseGeneration(-1), InvalidGeneration, 'generation must be a non-negative integer'],
+  ];
+  for (const [what, run, type, description] of cases) {
+    test(what, () => assert.throws(run, (e) => e instanceof type && e.message === description, `${what}: ${description}`));
+  }
+  test('critProblem descriptions', () => {
+    assert.equal(critProblem({ b64: false }), '"b64": false (unencoded payload) is not supported');
+    assert.equal(critProblem({ crit: [] }), '"crit" must be an array of names');
+    assert.equal(critProblem({ crit: ['b64'] }), 'extension "b64" is missing');
+    assert.equal(critProblem({ crit: ['b64'], b64: 1 }), '"b64" must be a boolean');
+  });
+});
+
+describe('boundaries', () => {
+  test('checkTimes: exactly at the skew passes, for expiry and issue time', () => {
+    checkTimes({ expMs: 1000 }, 1600, 600, 10_000, 'x');
+    checkTimes({ expMs: 5000, iatMs: 2100 }, 1500, 600, 10_000, 'x');
+    assert.throws(() => checkTimes({ expMs: 5000, iatMs: 2101 }, 1500, 600, 10_000, 'x'), InvalidTimestamp);
+  });
+  test('e-mail: 255 characters pass, 256 do not', () => {
+    const claims = { iss: 'i', exp: 1, 'public-key': { kty: 'OKP', crv: 'Ed25519', x: 'A'.repeat(43) } };
+    const email = (n: number) => `${'a'.repeat(64)}@${'b'.repeat(n - 65)}`;
+    assert.equal(certificateClaims({ ...claims, principal: { email: email(255) } }, 'g').email.length, 255);
+    assert.throws(() => certificateClaims({ ...claims, principal: { email: email(256) } }, 'g'), InvalidCredentials);
+  });
+  test('JWK member length caps: RSA n 683 characters, e 8, EC/OKP coordinates 43', () => {
+    assert.equal((userPublicKey({ kty: 'RSA', n: 'A'.repeat(683), e: 'A'.repeat(8) }) as JsonWebKeyLike).n, 'A'.repeat(683));
+    assert.throws(() => userPublicKey({ kty: 'RSA', n: 'A'.repeat(684), e: 'AQAB' }), InvalidCredentials);
+    assert.throws(() => userPublicKey({ kty: 'RSA', n: 'AQAB', e: 'A'.repeat(10) }), InvalidCredentials);
+    assert.throws(() => userPublicKey({ kty: 'EC', crv: 'P-256', x: 'A'.repeat(44), y: 'A'.repeat(43) }), InvalidCredentials);
+    assert.throws(() => userPublicKey({ kty: 'OKP', crv: 'Ed25519', x: 'A'.repeat(44) }), InvalidCredentials);
+  });
+  test('BrowserID RS: n up to 1234 digits, e up to 10', () => {
+    assert.equal((userPublicKey({ algorithm: 'RS', n: '9'.repeat(1234), e: '1234567891' }) as JsonWebKeyLike).kty, 'RSA');
+    assert.throws(() => userPublicKey({ algorithm: 'RS', n: '9'.repeat(1235), e: '3' }), InvalidCredentials);
+  });
+});
+
+describe('createAssertionVerifier: issuer key algorithms and the verifier\'s refusals', () => {
+  const NOW = 1_800_000_000_000;
+  const AUD = 'https://token.example';
+  let ed: KeyPair, rs: KeyPair, user: KeyPair, rogue: KeyPair;
+  before(async () => {
+    [ed, rs, user, rogue] = await Promise.all([generateKey('EdDSA'), generateKey('RS256'), generateKey('ES256'), generateKey('ES256')]);
+  });
+  const make = (keys: Array<Record<string, unknown>>) =>
+    createAssertionVerifier({ trustedIssuers: new Map([['i.example', { keys: keys as KeyPair['publicJwk'][], domains: ['*'] }]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g' });
+  /** A certificate signed by the Ed25519 issuer key, under the JWS algorithm name given. */
+  const edCertificate = (alg: 'EdDSA' | 'Ed25519') => {
+    const input = `${b64({ alg })}.${b64({ iss: 'i.example', exp: NOW + 60_000, principal: { email: 'e@x.example' }, 'public-key': user.publicJwk })}`;
+    return `${input}.${sign(null, Buffer.from(input), KeyObject.from(ed.privateKey)).toString('base64url')}`;
+  };
+  const verifyWith = async (v: AssertionVerifier, cert: string, signer = user) => v.verify(`Assertion ${bundle(cert, await signAssertion(signer, { audience: AUD, expMs: NOW + 1000 }))}`, NOW);
+
+  test('an issuer key marked "EdDSA" also verifies the "Ed25519" name; one marked "Ed25519" only that; unmarked both', async () => {
+    const marked = await make([ed.publicJwk]);
+    assert.equal(ed.publicJwk.alg, 'EdDSA');
+    for (const alg of ['EdDSA', 'Ed25519'] as const) assert.equal((await verifyWith(marked, edCertificate(alg))).email, 'e@x.example', alg);
+    const only = await make([{ ...ed.publicJwk, alg: 'Ed25519' }]);
+    assert.equal((await verifyWith(only, edCertificate('Ed25519'))).email, 'e@x.example');
+    await assert.rejects(verifyWith(only, edCertificate('EdDSA')), (e) => e instanceof InvalidCredentials && e.message === 'certificate signature is not valid');
+    const { alg: _alg, ...unmarkedJwk } = ed.publicJwk;
+    const unmarked = await make([unmarkedJwk]);
+    for (const alg of ['EdDSA', 'Ed25519'] as const) assert.equal((await verifyWith(unmarked, edCertificate(alg))).email, 'e@x.example', alg);
+  });
+
+  test('the verifier\'s own refusals, described exactly', async () => {
+    const v = await make([rs.publicJwk]);
+    const cert = (issuerKey: KeyPair, issuer = 'i.example', publicKey: unknown = user.publicJwk) =>
+      signCertificate(issuerKey, { issuer, email: 'e@x.example', publicKey: publicKey as KeyPair['publicJwk'], iatMs: NOW - 1000, expMs: NOW + 60_000 });
+    const refusal = (description: string) => (e: unknown) => e instanceof InvalidCredentials && e.message === description;
+    await assert.rejects(verifyWith(v, await cert(rs, 'other.example')), refusal('certificate issuer is not trusted'));
+    await assert.rejects(verifyWith(v, await cert(rogue)), refusal('certificate signature is not valid'));
+    await assert.rejects(verifyWith(v, await cert(rs), rogue), refusal('assertion is not signed by the certified key'));
+    const weak = { kty: 'RSA', n: Buffer.alloc(128, 0xc3).toString('base64url'), e: 'AQAB' };
+    await assert.rejects(verifyWith(v, await cert(rs, 'i.example', weak)), refusal('certificate public-key is not usable'));
+  });
+
+  test('an unusable issuer key stops the service with a message naming the issuer and the reason', async () => {
+    await assert.rejects(make([{ kty: 'oct', k: 'AAAA' }]), (e) =>
+      e instanceof ConfigError && e.message === 'TRUSTED_ISSUERS: issuer i.example: unusable key: unsupported key (use RSA, EC P-256, Ed25519, or BrowserID\'s RS or DS form)');
+    await assert.rejects(make([{ ...rs.publicJwk, alg: 'ES256' }]), (e) => e instanceof ConfigError && /unusable key: unsupported key/.test(e.message));
+  });
+});

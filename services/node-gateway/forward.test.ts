@@ -1,9 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { BadRequest } from '../../lib/errors.js';
-import { clientFraming, clientResponseHeaders, isClientClaim, openUpstream, refuseRepeatedSingletons, upstream, upstreamRequestHeaders } from './forward.js';
+import https from 'node:https';
+import net, { type AddressInfo } from 'node:net';
+import { BadGateway, BadRequest, GatewayTimeout } from '../../lib/errors.js';
+import { clientFraming, clientResponseHeaders, forward, isClientClaim, openUpstream, probe, refuseRepeatedSingletons, upstream, upstreamRequestHeaders } from './forward.js';
 
 const who = { uid: 7, node: 'https://n.example', clientAddress: '::1', publicUrl: new URL('https://n.example'), framing: { kind: 'none' as const } };
 
@@ -115,4 +116,273 @@ test('request id: the gateway’s replaces the client’s towards the applicatio
   assert.deepEqual(upstreamRequestHeaders(raw, who).slice(0, 6), raw, 'without a request id the client’s pass through');
   const res = ['Content-Type', 'text/plain', 'x-request-id', 'app-id', 'Set-Cookie', 'a', 'Set-Cookie', 'b'];
   assert.deepEqual(clientResponseHeaders(res, ['X-Request-Id', 'gw-1']), ['Content-Type', 'text/plain', 'Set-Cookie', 'a', 'Set-Cookie', 'b', 'X-Request-Id', 'gw-1']);
+});
+
+// ---- found missing by mutation testing ----
+
+const namesOf = (raw: readonly string[]) => raw.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+
+test('every hop-by-hop header stops at the gateway, both ways', () => {
+  const hop = ['Connection', 'Keep-Alive', 'Proxy-Connection', 'Proxy-Authenticate', 'Proxy-Authorization', 'TE', 'Trailer', 'Transfer-Encoding', 'Upgrade'];
+  for (const name of hop) {
+    // Alone, without a Connection header naming it: the fixed list must drop it.
+    assert.deepEqual(namesOf(upstreamRequestHeaders([name, 'v', 'X-Keep', 'k'], who)).slice(0, 1), ['x-keep'], `request ${name}`);
+    assert.deepEqual(clientResponseHeaders([name, 'v', 'X-Keep', 'k']), ['X-Keep', 'k'], `response ${name}`);
+  }
+});
+
+test('gateway-owned request headers are dropped by exact name or prefix, look-alikes pass', () => {
+  for (const name of ['Authorization', 'Forwarded', 'X-Forwarded-For', 'X-Forwarded-Anything', 'X-Authenticated-Uid', 'X-Authenticated-Other', 'Expect']) {
+    assert.ok(!upstreamRequestHeaders([name, 'client'], who).includes('client'), name);
+  }
+  for (const name of ['X-Authorization', 'Authorization-Info', 'Forwarded-By', 'X-Forwarded', 'My-X-Forwarded-For', 'Expectation', 'X-Expect', 'A-X-Authenticated-Uid']) {
+    assert.deepEqual(upstreamRequestHeaders([name, 'client'], who).slice(0, 2), [name, 'client'], name);
+  }
+});
+
+test('client claims match whole names only', () => {
+  for (const name of ['a-x-real-ip', 'xx-original-url', 'x-http-method-overridex', 'cf-connecting-ipv7', 'remote-addrs']) assert.equal(isClientClaim(name), false, name);
+});
+
+test('a Connection header removes what it names, trimmed and in any case; it cannot remove framing or Host, on responses either', () => {
+  const out = upstreamRequestHeaders(['Connection', '  X-A ,x-b', 'x-a', '1', 'X-B', '2', 'X-C', '3'], who);
+  assert.deepEqual(out.slice(0, 2), ['X-C', '3']);
+  const res = clientResponseHeaders(['Connection', 'Content-Length, Transfer-Encoding, Host, X-Gone', 'Content-Length', '4', 'Host', 'h', 'X-Gone', 'g']);
+  assert.deepEqual(res, ['Content-Length', '4', 'Host', 'h']);
+  // Without a Connection header the fixed list still applies, and nothing else is dropped.
+  assert.deepEqual(clientResponseHeaders(['X-Gone', 'g', 'Keep-Alive', 'x']), ['X-Gone', 'g']);
+});
+
+test('refusals a client sees: the repeated header named, framing descriptions in full', () => {
+  assert.throws(() => refuseRepeatedSingletons(['Host', 'a', 'HOST', 'b']), (e: unknown) =>
+    e instanceof BadRequest && e.status === 400 && e.message === 'the HOST header must appear once' && e.location === 'header' && e.field === 'HOST');
+  const refused: Array<[string[], string, string]> = [
+    [['Transfer-Encoding', 'chunked', 'Content-Length', '3'], '1.1', 'a request must carry one Transfer-Encoding or one Content-Length, not both'],
+    [['Transfer-Encoding', 'gzip'], '1.1', 'Transfer-Encoding must be "chunked" alone'],
+    [['Transfer-Encoding', 'chunked'], '1.0', 'Transfer-Encoding needs HTTP/1.1'],
+    [['Content-Length', 'x3'], '1.1', 'a request must carry one valid Content-Length'],
+    [['Content-Length', '3x'], '1.1', 'a request must carry one valid Content-Length'],
+    [['Content-Length', ''], '1.1', 'a request must carry one valid Content-Length'],
+  ];
+  for (const [raw, version, description] of refused) {
+    assert.throws(() => clientFraming(raw, version), (e: unknown) =>
+      e instanceof BadRequest && e.message === description && e.location === 'header' && e.field === 'Transfer-Encoding', raw.join(' '));
+  }
+});
+
+test('clientFraming: a 15-digit length, a blank-padded chunked, and Content-Length 0 with others around', () => {
+  assert.deepEqual(clientFraming(['Content-Length', '9'.repeat(15)], '1.1'), { kind: 'length', length: 999_999_999_999_999 });
+  assert.deepEqual(clientFraming(['X-A', '1', 'transfer-encoding', ' chunked '], '1.1'), { kind: 'chunked' });
+  assert.deepEqual(clientFraming(['X-A', '1', 'Content-Length', '1', 'X-B', '2'], '1.1'), { kind: 'length', length: 1 });
+});
+
+test('X-Forwarded-Proto and -Host come from the public URL: http and a non-default port', () => {
+  const out = upstreamRequestHeaders([], { ...who, publicUrl: new URL('http://n.example:8080/') });
+  assert.deepEqual(out.slice(out.indexOf('X-Forwarded-Proto'), out.indexOf('X-Forwarded-Proto') + 4), ['X-Forwarded-Proto', 'http', 'X-Forwarded-Host', 'n.example:8080']);
+});
+
+test('upstream: default ports, every trailing slash of the prefix, the agent of the scheme', () => {
+  const timeouts = { connectTimeoutMs: 10, timeoutMs: 20 };
+  const a = upstream('http://app.example/p//', timeouts);
+  assert.deepEqual([a.protocol, a.port, a.basePath, a.connectTimeoutMs, a.timeoutMs], ['http:', 80, '/p', 10, 20]);
+  assert.ok(!(a.agent instanceof https.Agent));
+  const b = upstream('https://[::1]:8443/', timeouts);
+  assert.deepEqual([b.protocol, b.hostname, b.port, b.basePath], ['https:', '::1', 8443, '']);
+  assert.ok(b.agent instanceof https.Agent);
+  a.agent.destroy();
+  b.agent.destroy();
+});
+
+/** A real application that records the Host and target it was sent, or never answers when `silent`. */
+async function recordingApp(host: string, silent = false) {
+  const got: Array<{ host?: string; url?: string; method?: string }> = [];
+  const server = http.createServer((req, res) => {
+    got.push({ host: req.headers.host, url: req.url, method: req.method });
+    if (!silent) res.end();
+  });
+  await new Promise<void>((r) => server.listen(0, host, () => r()));
+  const port = (server.address() as AddressInfo).port;
+  const close = () => {
+    server.closeAllConnections();
+    return new Promise((r) => server.close(r));
+  };
+  return { got, port, close };
+}
+
+function exchange(request: http.ClientRequest): Promise<number> {
+  return new Promise((resolve, reject) => {
+    request.on('response', (res) => res.resume().on('end', () => resolve(res.statusCode!)));
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+test('openUpstream: an IPv6 application gets a bracketed Host; a client\'s Host (any case) is kept as sent', async () => {
+  const app = await recordingApp('::1');
+  const up = upstream(`http://[::1]:${app.port}`, { connectTimeoutMs: 1000, timeoutMs: 1000 });
+  await exchange(openUpstream(up, { method: 'GET', target: '/a', headers: [] }).request);
+  await exchange(openUpstream(up, { method: 'GET', target: '/b', headers: ['host', 'client.example'] }).request);
+  assert.deepEqual(app.got.map((g) => [g.host, g.url]), [[`[::1]:${app.port}`, '/a'], ['client.example', '/b']]);
+  up.agent.destroy();
+  await app.close();
+});
+
+test('openUpstream: the default port is left out of the Host it adds', async () => {
+  const app = await recordingApp('127.0.0.1');
+  // The application is named by its public name on port 80; the agent's connections go to the test server.
+  class ToApp extends http.Agent {
+    override createConnection = () => net.connect(app.port, '127.0.0.1');
+  }
+  const up = { ...upstream('http://app.example', { connectTimeoutMs: 1000, timeoutMs: 1000 }), agent: new ToApp() };
+  await exchange(openUpstream(up, { method: 'GET', target: '/', headers: [] }).request);
+  assert.deepEqual(app.got.map((g) => g.host), ['app.example']);
+  up.agent.destroy();
+  await app.close();
+});
+
+test('openUpstream failures: unreachable is 502 naming the cause, silent is 504 after the timeout', async () => {
+  const app = await recordingApp('127.0.0.1', true);
+  const up = upstream(`http://127.0.0.1:${app.port}`, { connectTimeoutMs: 1000, timeoutMs: 100 });
+  const slow = openUpstream(up, { method: 'GET', target: '/', headers: [] });
+  await assert.rejects(exchange(slow.request));
+  const timeout = slow.failure();
+  assert.ok(timeout instanceof GatewayTimeout && timeout.message === 'the application did not answer in time', timeout.message);
+  up.agent.destroy();
+  await app.close();
+  // The port is closed now: connection refused.
+  const gone = openUpstream(upstream(`http://127.0.0.1:${app.port}`, { connectTimeoutMs: 1000, timeoutMs: 1000 }), { method: 'GET', target: '/', headers: [] });
+  assert.deepEqual([gone.failure().status, gone.failure().message], [502, 'application unreachable']);
+  await assert.rejects(exchange(gone.request));
+  const refused = gone.failure();
+  assert.ok(refused instanceof BadGateway && /^application unreachable: .*ECONNREFUSED/.test(refused.message), refused.message);
+});
+
+test('probe: true when the application answers at all (a HEAD of /), false when it is down or silent', async () => {
+  const app = await recordingApp('127.0.0.1');
+  const up = upstream(`http://127.0.0.1:${app.port}/base`, { connectTimeoutMs: 200, timeoutMs: 5000 });
+  assert.equal(await probe(up), true);
+  assert.deepEqual(app.got, [{ host: `127.0.0.1:${app.port}`, url: '/base/', method: 'HEAD' }]);
+  await app.close();
+  assert.equal(await probe(up), false);
+  const silent = await recordingApp('127.0.0.1', true);
+  // The probe waits connectTimeoutMs, not the longer request timeout (the test's own limit would end it first).
+  assert.equal(await probe({ ...up, port: silent.port }), false);
+  up.agent.destroy();
+  await silent.close();
+});
+
+/** A minimal gateway in front of `app`: forward() with the client's headers, its errors as status + description. */
+async function forwardingGateway(appPort: number, timeoutMs = 2000) {
+  const up = upstream(`http://127.0.0.1:${appPort}`, { connectTimeoutMs: 1000, timeoutMs });
+  const server = http.createServer((req, res) => {
+    const framing = clientFraming(req.rawHeaders, req.httpVersion);
+    const headers = upstreamRequestHeaders(req.rawHeaders, { ...who, framing });
+    forward({ req, res }, up, { method: req.method!, target: req.url!, headers, framing }).catch((e: BadGateway) => {
+      res.writeHead(e.status).end(e.message);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as AddressInfo).port;
+  const close = () => {
+    server.closeAllConnections();
+    up.agent.destroy();
+    return new Promise((r) => server.close(r));
+  };
+  return { port, close };
+}
+
+test('forward: the application\'s status line reaches the client as sent, reason phrase included', async () => {
+  const app = http.createServer((_req, res) => res.writeHead(299, 'Quite Fine', { 'X-App': 'a' }).end('body'));
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
+  const gw = await forwardingGateway((app.address() as AddressInfo).port);
+  const reply = await new Promise<{ status?: number; message?: string; app?: unknown; body: string }>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: gw.port, path: '/x', agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c)).on('end', () => resolve({ status: res.statusCode, message: res.statusMessage, app: res.headers['x-app'], body }));
+    }).on('error', reject);
+  });
+  assert.deepEqual(reply, { status: 299, message: 'Quite Fine', app: 'a', body: 'body' });
+  await gw.close();
+  await new Promise((r) => app.close(r));
+});
+
+test('forward: an application that cuts its reply short cuts the client\'s too (no hang, no false complete reply)', { timeout: 10_000 }, async () => {
+  const app = http.createServer((_req, res) => {
+    res.writeHead(200, { 'Content-Length': '10' });
+    res.write('hello', () => res.destroy());
+  });
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
+  const gw = await forwardingGateway((app.address() as AddressInfo).port);
+  const complete = await new Promise<boolean>((resolve) => {
+    http.get({ host: '127.0.0.1', port: gw.port, path: '/', agent: false }, (res) => {
+      res.on('data', () => {});
+      res.on('error', () => resolve(res.complete));
+      res.on('end', () => resolve(res.complete));
+    }).on('error', () => resolve(false));
+  });
+  assert.equal(complete, false);
+  await gw.close();
+  await new Promise((r) => app.close(r));
+});
+
+test('forward: a client that abandons its streamed body takes the application\'s request with it', { timeout: 10_000 }, async () => {
+  let arrived!: () => void;
+  const firstChunk = new Promise<void>((r) => (arrived = r));
+  let outcome!: (how: string) => void;
+  const appSaw = new Promise<string>((r) => (outcome = r));
+  const app = http.createServer((req) => {
+    req.once('data', () => arrived());
+    req.resume().on('close', () => outcome(req.complete ? 'complete' : 'aborted'));
+  });
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
+  const gw = await forwardingGateway((app.address() as AddressInfo).port);
+  const client = http.request({ host: '127.0.0.1', port: gw.port, path: '/up', method: 'POST', headers: { 'Transfer-Encoding': 'chunked' }, agent: false });
+  client.on('error', () => {});
+  client.write('part');
+  await firstChunk;
+  client.destroy();
+  assert.equal(await appSaw, 'aborted');
+  await gw.close();
+  app.closeAllConnections();
+  await new Promise((r) => app.close(r));
+});
+
+test('only a Connection header names headers to drop; only the names of the gateway\'s own headers replace the application\'s', () => {
+  assert.deepEqual(upstreamRequestHeaders(['X-Note', 'x-keep', 'X-Keep', 'k'], who).slice(0, 4), ['X-Note', 'x-keep', 'X-Keep', 'k']);
+  assert.deepEqual(clientResponseHeaders(['Content-Type', 'text/plain', 'X-Own', 'app'], ['X-Own', 'content-type']), ['Content-Type', 'text/plain', 'X-Own', 'content-type']);
+});
+
+test('openUpstream: the connect timeout ends once connected; a slower answer, on a new or a reused connection, still arrives', { timeout: 10_000 }, async () => {
+  const app = http.createServer((_req, res) => setTimeout(() => res.end('late'), 300));
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
+  const up = upstream(`http://127.0.0.1:${(app.address() as AddressInfo).port}`, { connectTimeoutMs: 50, timeoutMs: 5000 });
+  const first = openUpstream(up, { method: 'GET', target: '/', headers: [] });
+  assert.equal(await exchange(first.request), 200);
+  const second = openUpstream(up, { method: 'GET', target: '/', headers: [] });
+  assert.equal(await exchange(second.request), 200);
+  assert.equal(second.request.reusedSocket, true);
+  up.agent.destroy();
+  app.closeAllConnections();
+  await new Promise((r) => app.close(r));
+});
+
+test('forward: a client that goes away before the answer takes its upstream request with it', { timeout: 10_000 }, async () => {
+  let arrived!: () => void;
+  const received = new Promise<void>((r) => (arrived = r));
+  let closed!: () => void;
+  const upstreamClosed = new Promise<void>((r) => (closed = r));
+  // Never answers: only the gateway can end this request (its own timeout is far beyond the test's).
+  const app = http.createServer((req) => {
+    arrived();
+    req.socket.on('close', () => closed());
+  });
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
+  const gw = await forwardingGateway((app.address() as AddressInfo).port, 60_000);
+  const client = http.get({ host: '127.0.0.1', port: gw.port, path: '/slow', agent: false });
+  client.on('error', () => {});
+  await received;
+  client.destroy();
+  await upstreamClosed;
+  await gw.close();
+  await new Promise((r) => app.close(r));
 });
