@@ -22,10 +22,13 @@ export interface AbRound {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function round(stack: LoginStack, seconds: number): Promise<AbRound> {
+async function round(stack: LoginStack & { lastRate?: number }, seconds: number): Promise<AbRound> {
   const services = [stack.login, stack.directory];
   const before = services.map((s) => s.cpuSeconds());
-  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
+  // Fresh assertions for a closed loop of about `seconds` at the rate seen last time.
+  const amount = Math.ceil((stack.lastRate ?? 2000) * 1.2 * seconds);
+  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(amount), connections: CONNECTIONS, amount });
+  stack.lastRate = r.requestsPerSecond;
   if (r.non2xx + r.errors > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
   return {
     requestsPerSecond: r.requestsPerSecond,

@@ -26,8 +26,9 @@ export interface LoadSpec {
   /** Requests cycled in order, given inline or as a JSON file (large sets of assertions). */
   requests?: RequestSpec[];
   requestsFile?: string;
-  /** autocannon: connections, seconds, and an optional overall rate (req/s). */
+  /** autocannon: connections, seconds (or `amount` requests instead), and an optional overall rate (req/s). */
   connections?: number;
+  amount?: number;
   durationSeconds?: number;
   overallRate?: number;
   /** paced: requests per second, for durationSeconds, at most maxInFlight at once (default 256). */
@@ -50,11 +51,15 @@ export interface LoadResult {
   statuses: Record<string, number>;
   /** CPU time the load generator itself used, seconds (is it the bottleneck?). */
   cpuSeconds: number;
+  /** Requests sent after the list ran out, so that its items went out again (a pool of fresh assertions was too small). */
+  reused: number;
 }
 
 interface AutocannonResult {
   requests: { average: number; total: number };
   latency: { p50: number; p99: number; mean: number };
+  /** seconds */
+  duration: number;
   non2xx: number;
   errors: number;
   timeouts: number;
@@ -76,7 +81,7 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   const result = await autocannon({
     url: spec.url,
     connections: spec.connections ?? 32,
-    duration: spec.durationSeconds ?? 5,
+    ...(spec.amount ? { amount: spec.amount } : { duration: spec.durationSeconds ?? 5 }),
     ...(spec.overallRate ? { overallRate: Math.max(1, Math.round(spec.overallRate)) } : {}),
     requests: [
       {
@@ -91,7 +96,8 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   const statuses: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count;
   return {
-    requestsPerSecond: result.requests.average,
+    // Per-second samples would count the last, partial second of a fixed amount as a whole one.
+    requestsPerSecond: spec.amount ? result.requests.total / result.duration : result.requests.average,
     latencyP50: result.latency.p50,
     latencyP99: result.latency.p99,
     latencyMean: result.latency.mean,
@@ -100,6 +106,7 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
     errors: result.errors + result.timeouts,
     statuses,
     cpuSeconds: 0,
+    reused: Math.max(0, next - list.length),
   };
 }
 
@@ -133,7 +140,7 @@ function recorder() {
     error() {
       errors++;
     },
-    summary(seconds: number): LoadResult {
+    summary(seconds: number, reused: number): LoadResult {
       latencies.sort((a, b) => a - b);
       return {
         requestsPerSecond: latencies.length / seconds,
@@ -145,6 +152,7 @@ function recorder() {
         errors,
         statuses,
         cpuSeconds: 0,
+        reused,
       };
     },
   };
@@ -171,7 +179,7 @@ async function runProbe(spec: LoadSpec): Promise<LoadResult> {
   };
   await Promise.all(Array.from({ length: spec.concurrency ?? 4 }, loop));
   agent.destroy();
-  return rec.summary((performance.now() - started) / 1000);
+  return rec.summary((performance.now() - started) / 1000, Math.max(0, count - list.length));
 }
 
 async function runPaced(spec: LoadSpec): Promise<LoadResult> {
@@ -206,7 +214,7 @@ async function runPaced(spec: LoadSpec): Promise<LoadResult> {
     tick();
   });
   agent.destroy();
-  return rec.summary((performance.now() - started) / 1000);
+  return rec.summary((performance.now() - started) / 1000, Math.max(0, total - list.length));
 }
 
 process.once('message', (spec: LoadSpec) => {
