@@ -25,9 +25,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function round(stack: LoginStack & { lastRate?: number }, seconds: number): Promise<AbRound> {
   const services = [stack.login, stack.directory];
   const before = services.map((s) => s.cpuSeconds());
-  // Fresh assertions for a closed loop of about `seconds` at the rate seen last time.
-  const amount = Math.ceil((stack.lastRate ?? 2000) * 1.2 * seconds);
-  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(amount), connections: CONNECTIONS, amount });
+  // Fresh assertions for the window at 1.5 × the rate seen last time.
+  const pool = Math.ceil((stack.lastRate ?? 4000) * 1.5 * seconds);
+  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds: seconds });
+  if (r.reused > 0) throw new Error(`${r.reused} assertions presented twice: the pool was too small`);
   stack.lastRate = r.requestsPerSecond;
   if (r.non2xx + r.errors > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
   return {

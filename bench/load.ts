@@ -26,9 +26,8 @@ export interface LoadSpec {
   /** Requests cycled in order, given inline or as a JSON file (large sets of assertions). */
   requests?: RequestSpec[];
   requestsFile?: string;
-  /** autocannon: connections, seconds (or `amount` requests instead), and an optional overall rate (req/s). */
+  /** autocannon: connections, seconds, and an optional overall rate (req/s). */
   connections?: number;
-  amount?: number;
   durationSeconds?: number;
   overallRate?: number;
   /** paced: requests per second, for durationSeconds, at most maxInFlight at once (default 256). */
@@ -58,8 +57,6 @@ export interface LoadResult {
 interface AutocannonResult {
   requests: { average: number; total: number };
   latency: { p50: number; p99: number; mean: number };
-  /** seconds */
-  duration: number;
   non2xx: number;
   errors: number;
   timeouts: number;
@@ -81,7 +78,7 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   const result = await autocannon({
     url: spec.url,
     connections: spec.connections ?? 32,
-    ...(spec.amount ? { amount: spec.amount } : { duration: spec.durationSeconds ?? 5 }),
+    duration: spec.durationSeconds ?? 5,
     ...(spec.overallRate ? { overallRate: Math.max(1, Math.round(spec.overallRate)) } : {}),
     requests: [
       {
@@ -96,8 +93,7 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   const statuses: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count;
   return {
-    // Per-second samples would count the last, partial second of a fixed amount as a whole one.
-    requestsPerSecond: spec.amount ? result.requests.total / result.duration : result.requests.average,
+    requestsPerSecond: result.requests.average,
     latencyP50: result.latency.p50,
     latencyP99: result.latency.p99,
     latencyMean: result.latency.mean,

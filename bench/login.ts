@@ -93,10 +93,15 @@ function failures(r: LoadResult): number {
   return r.non2xx + r.errors;
 }
 
-/** Requests of the warm-up, which also gives the first estimate of the rate. */
-const WARM_UP_REQUESTS = 3000;
-/** Fresh assertions are made for the rate seen so far plus this margin, so that a window is about `seconds` long. */
-const RATE_MARGIN = 1.2;
+const WARM_UP_SECONDS = 2;
+/** Fresh assertions for the warm-up, whose rate sizes the pools of the measured windows. */
+const WARM_UP_REQUESTS = 8000;
+/**
+ * Each window gets fresh assertions for the rate seen before it times this
+ * margin; should the pool still run out, the row counting reuse says so.
+ * (Not autocannon's `amount`: its run ends on a whole-second tick, which skews req/s.)
+ */
+const RATE_MARGIN = 1.5;
 
 /**
  * `latency: false` measures throughput and CPU only (the RS256 row: a fresh
@@ -114,21 +119,20 @@ export async function benchLogin(o: {
   const stack = await startLoginStack(o.storeUrl, { users: o.users, alg: o.alg });
   const label = `${o.label} ${o.alg ?? 'ES256'}`;
   try {
-    // Each closed-loop window sends a fixed amount of fresh assertions, sized from the rate seen before it.
-    const closed = (amount: number, overallRate?: number) =>
-      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(amount), connections: CONNECTIONS, amount, overallRate });
-    const warm = await closed(WARM_UP_REQUESTS);
+    const load = (pool: number, durationSeconds: number, overallRate?: number) =>
+      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds, overallRate });
+    const warm = await load(WARM_UP_REQUESTS, WARM_UP_SECONDS);
+    const pool = (rate: number) => Math.ceil(rate * RATE_MARGIN * o.seconds);
     for (const s of [stack.directory, stack.nodeAssign, stack.login]) s.resetPeak();
     const cpuBefore = [stack.login.cpuSeconds(), stack.directory.cpuSeconds()];
-    const max = await closed(Math.ceil(warm.requestsPerSecond * RATE_MARGIN * o.seconds));
+    const max = await load(pool(warm.requestsPerSecond), o.seconds);
     // CPU per request hardly depends on what else the machine is doing, unlike req/s.
     const [loginCpuUs, directoryCpuUs] = [stack.login, stack.directory].map((s, i) => ((s.cpuSeconds() - cpuBefore[i]) * 1e6) / max.total);
     const halfRate = max.requestsPerSecond / 2;
     const latencyRuns: LoadResult[] = [];
     if (o.latency !== false) {
-      const count = Math.ceil(halfRate * o.seconds);
-      latencyRuns.push(await closed(count, halfRate));
-      latencyRuns.push(await runLoad({ mode: 'paced', url: stack.url, requestsFile: stack.freshRequests(count), rate: halfRate, durationSeconds: o.seconds }));
+      latencyRuns.push(await load(pool(halfRate), o.seconds, halfRate));
+      latencyRuns.push(await runLoad({ mode: 'paced', url: stack.url, requestsFile: stack.freshRequests(Math.ceil(halfRate * o.seconds)), rate: halfRate, durationSeconds: o.seconds }));
     }
     const [half, paced] = latencyRuns;
     const all = [max, ...latencyRuns];
