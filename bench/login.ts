@@ -101,7 +101,7 @@ const WARM_UP_REQUESTS = 8000;
  * margin; should the pool still run out, the row counting reuse says so.
  * (Not autocannon's `amount`: its run ends on a whole-second tick, which skews req/s.)
  */
-const RATE_MARGIN = 1.5;
+const RATE_MARGIN = 2;
 
 /**
  * `latency: false` measures throughput and CPU only (the RS256 row: a fresh
