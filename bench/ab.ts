@@ -25,8 +25,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function round(stack: LoginStack & { lastRate?: number }, seconds: number): Promise<AbRound> {
   const services = [stack.login, stack.directory];
   const before = services.map((s) => s.cpuSeconds());
-  // Fresh assertions for the window at 1.5 × the rate seen last time.
-  const pool = Math.ceil((stack.lastRate ?? 4000) * 1.5 * seconds);
+  // Fresh assertions for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
+  const pool = Math.ceil(Math.max(stack.lastRate ?? 0, 4000) * 2 * seconds);
   const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds: seconds });
   if (r.reused > 0) throw new Error(`${r.reused} assertions presented twice: the pool was too small`);
   stack.lastRate = r.requestsPerSecond;
