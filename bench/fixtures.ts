@@ -1,13 +1,16 @@
-// What the login benchmarks share: a trusted issuer, a pool of users each
-// with its own key, certificate and pre-made assertions, the login service's
-// environment, and the node it hands out.
-import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+// What the login benchmarks share: a trusted issuer, users each with its own
+// key and one certificate (reused for the whole run, as a real identity
+// provider's certificate is), fresh assertions made on demand, the login
+// service's environment, and the node it hands out.
+import { createPrivateKey, createPublicKey, generateKeyPair, randomBytes, sign, type KeyObject } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Env } from '../lib/config.js';
+import { promisify } from 'node:util';
+import type { Env, JsonWebKeyLike } from '../lib/config.js';
 import { call, grpcClient } from '../lib/grpc.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
-import { bundle, generateKey, signAssertion, signCertificate } from '../lib/idp.js';
+import { bundle, generateKey, signCertificate } from '../lib/idp.js';
+import { ROOT } from './build.js';
 import type { RequestSpec } from './load.js';
 import { BENCH_AUTH } from './proc.js';
 
@@ -17,58 +20,107 @@ export const TOKEN_PATH = `/1.0/${APP}/${VERSION}`;
 export const NODE_URL = 'http://bench-node.example';
 const ISSUER = 'bench-idp.example';
 const AUDIENCE = 'http://login.bench.example';
-/** Certificates and assertions outlive any run. */
-const TTL_SECONDS = 4 * 3600;
+/** Certificates outlive any run (within MAX_CERTIFICATE_LIFETIME's default of a day). */
+const CERT_TTL_SECONDS = 4 * 3600;
+/** Each assertion is made just before the load that presents it, so the default MAX_ASSERTION_LIFETIME (600 s) holds. */
+const ASSERTION_TTL_MS = 300_000;
+/** RSA-2048 key generation costs ~50–350 ms a key here, so the RS256 users' keys are made once and kept (dist/ is ignored by git). */
+const RSA_KEY_CACHE = path.join(ROOT, 'dist', 'bench-results', 'rs256-user-keys.json');
+
+export type UserKeyAlg = 'ES256' | 'RS256';
+
+interface BenchUser {
+  certificate: string;
+  key: KeyObject;
+}
 
 export interface LoginFixture {
   /** The login service's environment (without the backend addresses). */
   env: Env;
-  /** One token request per assertion, users interleaved, as a JSON file for bench/load.ts. */
-  requestsFile: string;
-  requests: RequestSpec[];
   emails: string[];
+  /**
+   * `count` token requests, users in turn, each with an assertion made now
+   * and never handed out before: no verified-assertion cache could help.
+   * Written as a JSON file for bench/load.ts; returns its path.
+   */
+  freshRequests(count: number): string;
+  /** Assertions made so far. */
+  readonly made: number;
+}
+
+async function rsaUserKeys(count: number): Promise<KeyObject[]> {
+  const cached: string[] = existsSync(RSA_KEY_CACHE) ? (JSON.parse(readFileSync(RSA_KEY_CACHE, 'utf8')) as string[]) : [];
+  if (cached.length < count) {
+    console.log(`[bench] making ${count - cached.length} RSA-2048 user keys once (kept in ${path.relative(ROOT, RSA_KEY_CACHE)})`);
+    const made = await Promise.all(
+      Array.from({ length: count - cached.length }, async () => {
+        const { privateKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 });
+        return privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+      }),
+    );
+    cached.push(...made);
+    mkdirSync(path.dirname(RSA_KEY_CACHE), { recursive: true });
+    writeFileSync(RSA_KEY_CACHE, JSON.stringify(cached));
+  }
+  return cached.slice(0, count).map((pem) => createPrivateKey(pem));
+}
+
+async function userKeys(alg: UserKeyAlg, count: number): Promise<KeyObject[]> {
+  if (alg === 'RS256') return rsaUserKeys(count);
+  return Promise.all(Array.from({ length: count }, async () => (await promisify(generateKeyPair)('ec', { namedCurve: 'P-256' })).privateKey));
+}
+
+/** A compact JWS signed with node:crypto, synchronously: the pools are large and jose's WebCrypto path is slower. */
+function signCompact(alg: UserKeyAlg, key: KeyObject, header: string, payload: unknown): string {
+  const input = `${header}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+  const signature = sign('sha256', Buffer.from(input), alg === 'ES256' ? { key, dsaEncoding: 'ieee-p1363' } : key);
+  return `${input}.${signature.toString('base64url')}`;
 }
 
 /**
- * `users` users with `assertionsPerUser` distinct assertions each. Every user
- * has an own ES256 key, as real clients do, so the verifier's certificate
- * cache holds one entry per user.
+ * `users` users, each with its own `alg` key (as real clients have) and one
+ * certificate, so the verifier's certificate cache holds one entry per user
+ * while every assertion is new.
  */
-export async function loginFixture(dir: string, users: number, assertionsPerUser = 2, emailPrefix = 'bench'): Promise<LoginFixture> {
+export async function loginFixture(dir: string, users: number, o: { alg?: UserKeyAlg; emailPrefix?: string } = {}): Promise<LoginFixture> {
+  const alg = o.alg ?? 'ES256';
   const issuer = await generateKey('ES256');
   const trustedFile = path.join(dir, 'trusted-issuers.json');
   writeFileSync(trustedFile, JSON.stringify({ [ISSUER]: { keys: [issuer.publicJwk], domains: ['users.bench.example'] } }));
-  const emails = Array.from({ length: users }, (_, i) => `${emailPrefix}${i}@users.bench.example`);
-  const perUser = await Promise.all(
-    emails.map(async (email) => {
-      const key = await generateKey('ES256');
-      const cert = await signCertificate(issuer, { issuer: ISSUER, email, publicKey: key.publicJwk, ttlSeconds: TTL_SECONDS });
-      const out: string[] = [];
-      for (let i = 0; i < assertionsPerUser; i++) {
-        // A distinct exp per assertion makes each one a distinct string.
-        out.push(bundle(cert, await signAssertion(key, { audience: AUDIENCE, expMs: Date.now() + TTL_SECONDS * 1000 + i })));
-      }
-      return out;
+  const emails = Array.from({ length: users }, (_, i) => `${o.emailPrefix ?? 'bench'}${i}@users.bench.example`);
+  const keys = await userKeys(alg, users);
+  const pool: BenchUser[] = await Promise.all(
+    emails.map(async (email, i) => {
+      const publicKey = { ...(createPublicKey(keys[i]).export({ format: 'jwk' }) as JsonWebKeyLike), alg };
+      return { key: keys[i], certificate: await signCertificate(issuer, { issuer: ISSUER, email, publicKey, ttlSeconds: CERT_TTL_SECONDS }) };
     }),
   );
-  const requests: RequestSpec[] = [];
-  for (let i = 0; i < assertionsPerUser; i++) {
-    for (const assertions of perUser) requests.push({ path: TOKEN_PATH, headers: { authorization: `Assertion ${assertions[i]}` } });
-  }
-  const requestsFile = path.join(dir, 'login-requests.json');
-  writeFileSync(requestsFile, JSON.stringify(requests));
+  const header = Buffer.from(JSON.stringify({ alg })).toString('base64url');
+  let made = 0;
   return {
     env: {
       APPLICATIONS: `${APP}/${VERSION}`,
       AUDIENCES: AUDIENCE,
       TRUSTED_ISSUERS: trustedFile,
-      // The fixture's assertions are made once and replayed for the whole run.
-      MAX_ASSERTION_LIFETIME: String(TTL_SECONDS),
       MASTER_SECRETS: randomBytes(32).toString('hex'),
     },
-    requestsFile,
-    requests,
     emails,
+    get made() {
+      return made;
+    },
+    freshRequests(count) {
+      const expMs = Date.now() + ASSERTION_TTL_MS;
+      const requests: RequestSpec[] = [];
+      for (let i = 0; i < count; i++, made++) {
+        const user = pool[made % users];
+        // ES256 signatures are randomised, RS256 ones are not: the distinct exp makes every assertion a distinct string.
+        const assertion = signCompact(alg, user.key, header, { aud: AUDIENCE, exp: expMs + made });
+        requests.push({ path: TOKEN_PATH, headers: { authorization: `Assertion ${bundle(user.certificate, assertion)}` } });
+      }
+      const file = path.join(dir, 'login-requests.json');
+      writeFileSync(file, JSON.stringify(requests));
+      return file;
+    },
   };
 }
 

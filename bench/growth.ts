@@ -82,7 +82,7 @@ async function loginGrowth(o: { smallUsers: number; largeUsers: number; requests
     const p99s: number[][] = [[], []];
     for (let r = 0; r < ROUNDS; r++) {
       for (const [i, s] of stacks.entries()) {
-        const res = await runLoad({ mode: 'probe', url: s.url, requestsFile: s.requestsFile, count: o.requestsPerRound, concurrency: 4 });
+        const res = await runLoad({ mode: 'probe', url: s.url, requestsFile: s.freshRequests(o.requestsPerRound), count: o.requestsPerRound, concurrency: 4 });
         if (res.statuses['200'] !== res.total || res.errors) throw new Error(`growth login: ${JSON.stringify(res.statuses)}, ${res.errors} errors`);
         p50s[i].push(res.latencyP50);
         p99s[i].push(res.latencyP99);

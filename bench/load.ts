@@ -50,6 +50,8 @@ export interface LoadResult {
   statuses: Record<string, number>;
   /** CPU time the load generator itself used, seconds (is it the bottleneck?). */
   cpuSeconds: number;
+  /** Requests sent after the list ran out, so that its items went out again (a pool of fresh assertions was too small). */
+  reused: number;
 }
 
 interface AutocannonResult {
@@ -100,6 +102,7 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
     errors: result.errors + result.timeouts,
     statuses,
     cpuSeconds: 0,
+    reused: Math.max(0, next - list.length),
   };
 }
 
@@ -133,7 +136,7 @@ function recorder() {
     error() {
       errors++;
     },
-    summary(seconds: number): LoadResult {
+    summary(seconds: number, reused: number): LoadResult {
       latencies.sort((a, b) => a - b);
       return {
         requestsPerSecond: latencies.length / seconds,
@@ -145,6 +148,7 @@ function recorder() {
         errors,
         statuses,
         cpuSeconds: 0,
+        reused,
       };
     },
   };
@@ -171,7 +175,7 @@ async function runProbe(spec: LoadSpec): Promise<LoadResult> {
   };
   await Promise.all(Array.from({ length: spec.concurrency ?? 4 }, loop));
   agent.destroy();
-  return rec.summary((performance.now() - started) / 1000);
+  return rec.summary((performance.now() - started) / 1000, Math.max(0, count - list.length));
 }
 
 async function runPaced(spec: LoadSpec): Promise<LoadResult> {
@@ -206,7 +210,7 @@ async function runPaced(spec: LoadSpec): Promise<LoadResult> {
     tick();
   });
   agent.destroy();
-  return rec.summary((performance.now() - started) / 1000);
+  return rec.summary((performance.now() - started) / 1000, Math.max(0, total - list.length));
 }
 
 process.once('message', (spec: LoadSpec) => {

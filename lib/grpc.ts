@@ -18,6 +18,8 @@ const RETRY_AFTER = 'x-retry-after';
 export const REQUEST_ID = 'x-request-id';
 /** Metadata entry carrying INTERNAL_SECRET on every internal call. */
 export const INTERNAL_SECRET_HEADER = 'x-internal-secret';
+/** Most items one batched call may carry (directory LoginBatch); login sends at most this many at once. */
+export const MAX_BATCH_ITEMS = 256;
 /**
  * Left open so that orchestrators can probe without the secret; it reveals only SERVING or not.
  * Server reflection is not: it reveals only the schema, which is public, but an open one would tell
@@ -47,22 +49,55 @@ function grpcCode(err: ProtocolError): grpc.status {
   }
 }
 
+/** A thrown error as it travels: its lib/errors.ts class name, message, and a rate limit's Retry-After (0: none). */
+export interface CarriedError {
+  errorClass: string;
+  message: string;
+  retryAfter: number;
+}
+
 /** What a handler sends for a thrown error; anything not a ProtocolError is logged and hidden. */
-export function toServiceError(err: unknown, log: Logger, method: string): Partial<grpc.ServiceError> {
-  const metadata = new grpc.Metadata();
+export function carriedError(err: unknown, log: Logger, method: string): CarriedError {
   if (err instanceof ProtocolError) {
-    metadata.set(ERROR_CLASS, err.name);
-    if (err instanceof TooManyRequests) metadata.set(RETRY_AFTER, String(err.retryAfter));
     if (!err.expose) log.warn({ method, err: err.message, class: err.name }, 'rpc failed');
-    return { code: grpcCode(err), details: err.message, metadata };
+    return { errorClass: err.name, message: err.message, retryAfter: err instanceof TooManyRequests ? err.retryAfter : 0 };
   }
   log.error({ method, err }, 'rpc failed unexpectedly');
-  metadata.set(ERROR_CLASS, 'InternalError');
-  return { code: grpc.status.INTERNAL, details: 'internal error', metadata };
+  return { errorClass: 'InternalError', message: 'internal error', retryAfter: 0 };
+}
+
+/** The gRPC form of carriedError: status code, details, and the class (and Retry-After) in metadata. */
+export function toServiceError(err: unknown, log: Logger, method: string): Partial<grpc.ServiceError> {
+  const carried = carriedError(err, log, method);
+  const metadata = new grpc.Metadata();
+  metadata.set(ERROR_CLASS, carried.errorClass);
+  if (carried.retryAfter > 0) metadata.set(RETRY_AFTER, String(carried.retryAfter));
+  return { code: err instanceof ProtocolError ? grpcCode(err) : grpc.status.INTERNAL, details: carried.message, metadata };
 }
 
 export interface CallContext {
   requestId: string;
+}
+
+/**
+ * Runs one call's handler and logs its `rpc` line with the caller's request
+ * id, so that these lines join that request's; rejects with what it threw.
+ */
+export function logged<Req, Res>(log: Logger, method: string, requestId: string, fn: (req: Req, ctx: CallContext) => Promise<Res>, req: Req): Promise<Res> {
+  const started = performance.now();
+  const done = (outcome: string): void => {
+    log.debug({ requestId, method, outcome, ms: Math.round(performance.now() - started) }, 'rpc');
+  };
+  return fn(req, { requestId }).then(
+    (res) => {
+      done('ok');
+      return res;
+    },
+    (err: unknown) => {
+      done(outcomeOf(err));
+      throw err;
+    },
+  );
 }
 
 /** Wraps an async function as a grpc-js unary handler. */
@@ -72,38 +107,35 @@ export function unary<Req, Res>(
   fn: (req: Req, ctx: CallContext) => Promise<Res>,
 ): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
-    // The caller's id (login's request id) when sane, so these lines join that request's.
+    // The caller's id (login's request id) when sane.
     const requestId = requestIdFrom(call.metadata.get(REQUEST_ID)[0]);
-    const started = performance.now();
-    const done = (outcome: string): void => {
-      log.debug({ requestId, method, outcome, ms: Math.round(performance.now() - started) }, 'rpc');
-    };
-    fn(call.request, { requestId }).then(
-      (res) => {
-        done('ok');
-        callback(null, res);
-      },
-      (err) => {
-        done(outcomeOf(err));
-        callback(toServiceError(err, log.child({ requestId }), method));
-      },
+    logged(log, method, requestId, fn, call.request).then(
+      (res) => callback(null, res),
+      (err) => callback(toServiceError(err, log.child({ requestId }), method)),
     );
   };
+}
+
+/** The ProtocolError a server threw, from what travelled; an unknown class becomes InternalError. */
+export function rebuiltError(carried: CarriedError, retryAfter: number): ProtocolError {
+  const { errorClass, message } = carried;
+  if (!Object.hasOwn(errorClasses, errorClass)) return new InternalError(`backend error ${errorClass}: ${message}`);
+  const e = new errorClasses[errorClass](message);
+  if (e instanceof TooManyRequests) {
+    const seconds = carried.retryAfter;
+    return new TooManyRequests(message, Number.isSafeInteger(seconds) && seconds > 0 ? seconds : e.retryAfter);
+  }
+  if (e instanceof ServiceUnavailable && e.retryAfter !== retryAfter) {
+    return new (e.constructor as typeof ServiceUnavailable)(message, retryAfter);
+  }
+  return e;
 }
 
 /** Rebuilds the ProtocolError a server threw; transport failures become 503. */
 export function fromServiceError(err: grpc.ServiceError, retryAfter: number): ProtocolError {
   const cls = err.metadata?.get(ERROR_CLASS)[0];
   if (typeof cls === 'string' && cls in errorClasses) {
-    const e = new errorClasses[cls](err.details);
-    if (e instanceof TooManyRequests) {
-      const seconds = Number(err.metadata.get(RETRY_AFTER)[0]);
-      return new TooManyRequests(err.details, Number.isSafeInteger(seconds) && seconds > 0 ? seconds : e.retryAfter);
-    }
-    if (e instanceof ServiceUnavailable && e.retryAfter !== retryAfter) {
-      return new (e.constructor as typeof ServiceUnavailable)(err.details, retryAfter);
-    }
-    return e;
+    return rebuiltError({ errorClass: cls, message: err.details, retryAfter: Number(err.metadata.get(RETRY_AFTER)[0]) }, retryAfter);
   }
   switch (err.code) {
     case grpc.status.UNAVAILABLE:

@@ -45,6 +45,35 @@ export interface LoginRequest {
   missingGenerationIsNone?: boolean | undefined;
 }
 
+export interface LoginBatchItem {
+  /** The id of the HTTP request this login serves, for the directory's log lines. */
+  requestId: string;
+  login: LoginRequest | undefined;
+}
+
+export interface LoginBatchRequest {
+  items: LoginBatchItem[];
+}
+
+/** What Login's failure carries in its metadata (lib/grpc.ts), as a message. */
+export interface LoginError {
+  /** The lib/errors.ts class name, e.g. InvalidGeneration; InternalError hides the rest. */
+  errorClass: string;
+  message: string;
+  /** Seconds; set for TooManyRequests only. */
+  retryAfter: number;
+}
+
+export interface LoginResult {
+  user?: User | undefined;
+  error?: LoginError | undefined;
+}
+
+export interface LoginBatchReply {
+  /** One per item, in the order of the items. */
+  results: LoginResult[];
+}
+
 export interface ReplacedUser {
   uid: number;
   node: string;
@@ -407,6 +436,431 @@ export const LoginRequest: MessageFns<LoginRequest> = {
     message.allowNewUsers = object.allowNewUsers ?? false;
     message.keysChangedAt = object.keysChangedAt ?? undefined;
     message.missingGenerationIsNone = object.missingGenerationIsNone ?? undefined;
+    return message;
+  },
+};
+
+function createBaseLoginBatchItem(): LoginBatchItem {
+  return { requestId: "", login: undefined };
+}
+
+export const LoginBatchItem: MessageFns<LoginBatchItem> = {
+  encode(message: LoginBatchItem, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== "") {
+      writer.uint32(10).string(message.requestId);
+    }
+    if (message.login !== undefined) {
+      LoginRequest.encode(message.login, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginBatchItem {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginBatchItem();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.login = LoginRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginBatchItem {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      login: isSet(object.login) ? LoginRequest.fromJSON(object.login) : undefined,
+    };
+  },
+
+  toJSON(message: LoginBatchItem): unknown {
+    const obj: any = {};
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.login !== undefined) {
+      obj.login = LoginRequest.toJSON(message.login);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginBatchItem>, I>>(base?: I): LoginBatchItem {
+    return LoginBatchItem.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginBatchItem>, I>>(object: I): LoginBatchItem {
+    const message = createBaseLoginBatchItem();
+    message.requestId = object.requestId ?? "";
+    message.login = (object.login !== undefined && object.login !== null)
+      ? LoginRequest.fromPartial(object.login)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLoginBatchRequest(): LoginBatchRequest {
+  return { items: [] };
+}
+
+export const LoginBatchRequest: MessageFns<LoginBatchRequest> = {
+  encode(message: LoginBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.items) {
+      LoginBatchItem.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.items.push(LoginBatchItem.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginBatchRequest {
+    return {
+      items: globalThis.Array.isArray(object?.items) ? object.items.map((e: any) => LoginBatchItem.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: LoginBatchRequest): unknown {
+    const obj: any = {};
+    if (message.items?.length) {
+      obj.items = message.items.map((e) => LoginBatchItem.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginBatchRequest>, I>>(base?: I): LoginBatchRequest {
+    return LoginBatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginBatchRequest>, I>>(object: I): LoginBatchRequest {
+    const message = createBaseLoginBatchRequest();
+    message.items = object.items?.map((e) => LoginBatchItem.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLoginError(): LoginError {
+  return { errorClass: "", message: "", retryAfter: 0 };
+}
+
+export const LoginError: MessageFns<LoginError> = {
+  encode(message: LoginError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.errorClass !== "") {
+      writer.uint32(10).string(message.errorClass);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    if (message.retryAfter !== 0) {
+      writer.uint32(24).int64(message.retryAfter);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.errorClass = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.retryAfter = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginError {
+    return {
+      errorClass: isSet(object.errorClass)
+        ? globalThis.String(object.errorClass)
+        : isSet(object.error_class)
+        ? globalThis.String(object.error_class)
+        : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      retryAfter: isSet(object.retryAfter)
+        ? globalThis.Number(object.retryAfter)
+        : isSet(object.retry_after)
+        ? globalThis.Number(object.retry_after)
+        : 0,
+    };
+  },
+
+  toJSON(message: LoginError): unknown {
+    const obj: any = {};
+    if (message.errorClass !== "") {
+      obj.errorClass = message.errorClass;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.retryAfter !== 0) {
+      obj.retryAfter = Math.round(message.retryAfter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginError>, I>>(base?: I): LoginError {
+    return LoginError.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginError>, I>>(object: I): LoginError {
+    const message = createBaseLoginError();
+    message.errorClass = object.errorClass ?? "";
+    message.message = object.message ?? "";
+    message.retryAfter = object.retryAfter ?? 0;
+    return message;
+  },
+};
+
+function createBaseLoginResult(): LoginResult {
+  return { user: undefined, error: undefined };
+}
+
+export const LoginResult: MessageFns<LoginResult> = {
+  encode(message: LoginResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.user !== undefined) {
+      User.encode(message.user, writer.uint32(10).fork()).join();
+    }
+    if (message.error !== undefined) {
+      LoginError.encode(message.error, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.user = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.error = LoginError.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginResult {
+    return {
+      user: isSet(object.user) ? User.fromJSON(object.user) : undefined,
+      error: isSet(object.error) ? LoginError.fromJSON(object.error) : undefined,
+    };
+  },
+
+  toJSON(message: LoginResult): unknown {
+    const obj: any = {};
+    if (message.user !== undefined) {
+      obj.user = User.toJSON(message.user);
+    }
+    if (message.error !== undefined) {
+      obj.error = LoginError.toJSON(message.error);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginResult>, I>>(base?: I): LoginResult {
+    return LoginResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginResult>, I>>(object: I): LoginResult {
+    const message = createBaseLoginResult();
+    message.user = (object.user !== undefined && object.user !== null) ? User.fromPartial(object.user) : undefined;
+    message.error = (object.error !== undefined && object.error !== null)
+      ? LoginError.fromPartial(object.error)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLoginBatchReply(): LoginBatchReply {
+  return { results: [] };
+}
+
+export const LoginBatchReply: MessageFns<LoginBatchReply> = {
+  encode(message: LoginBatchReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      LoginResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginBatchReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginBatchReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(LoginResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginBatchReply {
+    return {
+      results: globalThis.Array.isArray(object?.results) ? object.results.map((e: any) => LoginResult.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: LoginBatchReply): unknown {
+    const obj: any = {};
+    if (message.results?.length) {
+      obj.results = message.results.map((e) => LoginResult.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginBatchReply>, I>>(base?: I): LoginBatchReply {
+    return LoginBatchReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginBatchReply>, I>>(object: I): LoginBatchReply {
+    const message = createBaseLoginBatchReply();
+    message.results = object.results?.map((e) => LoginResult.fromPartial(e)) || [];
     return message;
   },
 };
@@ -2853,6 +3307,23 @@ export const DirectoryService = {
     responseDeserialize: (value: Buffer): UserReply => UserReply.decode(value),
   },
   /**
+   * Several logins in one call: the login service coalesces the logins that
+   * arrive together (one call per turn of its event loop), so that a login
+   * costs a fraction of a unary call under load. Each item is decided exactly
+   * as Login decides it, on its own: one item's error fails only that item.
+   * The call's deadline covers every item; a call that fails as a whole
+   * (backend down, deadline) fails each of its items the same way.
+   */
+  loginBatch: {
+    path: "/tokenserver.directory.v1.Directory/LoginBatch" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: LoginBatchRequest): Buffer => Buffer.from(LoginBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LoginBatchRequest => LoginBatchRequest.decode(value),
+    responseSerialize: (value: LoginBatchReply): Buffer => Buffer.from(LoginBatchReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LoginBatchReply => LoginBatchReply.decode(value),
+  },
+  /**
    * Records the node for a user that has none; if another request assigned
    * one first, that one wins and is returned.
    */
@@ -2978,6 +3449,15 @@ export interface DirectoryServer extends UntypedServiceImplementation {
   /** Applies the login rules atomically and returns the user's current record. */
   login: handleUnaryCall<LoginRequest, UserReply>;
   /**
+   * Several logins in one call: the login service coalesces the logins that
+   * arrive together (one call per turn of its event loop), so that a login
+   * costs a fraction of a unary call under load. Each item is decided exactly
+   * as Login decides it, on its own: one item's error fails only that item.
+   * The call's deadline covers every item; a call that fails as a whole
+   * (backend down, deadline) fails each of its items the same way.
+   */
+  loginBatch: handleUnaryCall<LoginBatchRequest, LoginBatchReply>;
+  /**
    * Records the node for a user that has none; if another request assigned
    * one first, that one wins and is returned.
    */
@@ -3027,6 +3507,29 @@ export interface DirectoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UserReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Several logins in one call: the login service coalesces the logins that
+   * arrive together (one call per turn of its event loop), so that a login
+   * costs a fraction of a unary call under load. Each item is decided exactly
+   * as Login decides it, on its own: one item's error fails only that item.
+   * The call's deadline covers every item; a call that fails as a whole
+   * (backend down, deadline) fails each of its items the same way.
+   */
+  loginBatch(
+    request: LoginBatchRequest,
+    callback: (error: ServiceError | null, response: LoginBatchReply) => void,
+  ): ClientUnaryCall;
+  loginBatch(
+    request: LoginBatchRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LoginBatchReply) => void,
+  ): ClientUnaryCall;
+  loginBatch(
+    request: LoginBatchRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LoginBatchReply) => void,
   ): ClientUnaryCall;
   /**
    * Records the node for a user that has none; if another request assigned

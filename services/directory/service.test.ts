@@ -1,8 +1,8 @@
 // The Directory service over real gRPC on a loopback port, on a temp SQLite file.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DirectoryClient, type LoginRequest, type User } from '../../lib/gen/directory.js';
-import { call, grpcClient } from '../../lib/grpc.js';
+import { DirectoryClient, type LoginBatchItem, type LoginRequest, type User } from '../../lib/gen/directory.js';
+import { call, grpcClient, MAX_BATCH_ITEMS, rebuiltError } from '../../lib/grpc.js';
 import {
   BadRequest,
   InvalidClientState,
@@ -71,6 +71,7 @@ test('without the internal secret, or with a wrong one, every call is UNAUTHENTI
       const lockOut: LoginRequest = { service: 'sync', email, clientState: '', allowNewUsers: true, generation: Number.MAX_SAFE_INTEGER };
       await assert.rejects(call(stranger, stranger.login, lockOut, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.login, { ...lockOut, email: freshEmail() }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(call(stranger, stranger.loginBatch, { items: [{ requestId: 'stranger', login: lockOut }] }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.getUser, { service: 'sync', email }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.unassignNode, { service: 'sync', node: before.node }, opts), UNAUTHENTICATED, name);
     } finally {
@@ -80,6 +81,43 @@ test('without the internal secret, or with a wrong one, every call is UNAUTHENTI
   assert.deepEqual(await getUser(email), before);
   // The same call with the secret works.
   assert.equal((await login(email, { generation: 6 })).generation, 6);
+});
+
+test('LoginBatch: each item decided as Login decides it, results in item order, one item\'s error only its own', async () => {
+  const known = freshEmail();
+  const before = await login(known, { generation: 7 });
+  const fresh = freshEmail();
+  const req = (email: string, o: Partial<LoginRequest> = {}): LoginRequest => ({ service: 'sync', email, clientState: '', allowNewUsers: true, ...o });
+  const { results } = await call(
+    client,
+    client.loginBatch,
+    {
+      items: [
+        { requestId: 'batch-1', login: req(known, { generation: 7 }) },
+        { requestId: 'batch-2', login: req(known, { generation: 3 }) },
+        { requestId: 'batch-3', login: req(fresh) },
+        { requestId: 'batch-4', login: req('') },
+        { requestId: 'batch-5', login: req(freshEmail(), { allowNewUsers: false }) },
+        { requestId: 'batch-6' } as LoginBatchItem,
+      ],
+    },
+    opts,
+  );
+  assert.equal(results.length, 6);
+  assert.deepEqual(results[0].user, before);
+  assert.ok(rebuiltError(results[1].error!, 10) instanceof InvalidGeneration, JSON.stringify(results[1]));
+  assert.deepEqual(results[2].user, await getUser(fresh));
+  assert.ok(rebuiltError(results[3].error!, 10) instanceof BadRequest, JSON.stringify(results[3]));
+  assert.ok(rebuiltError(results[4].error!, 10) instanceof NewUsersDisabled, JSON.stringify(results[4]));
+  assert.ok(rebuiltError(results[5].error!, 10) instanceof BadRequest, JSON.stringify(results[5]));
+  assert.equal((await getUser(known)).generation, 7, 'the refused item wrote nothing');
+});
+
+test('LoginBatch: more items than MAX_BATCH_ITEMS → BadRequest for the call, nothing decided', async () => {
+  const email = freshEmail();
+  const items = Array.from({ length: MAX_BATCH_ITEMS + 1 }, () => ({ requestId: 'big', login: { service: 'sync', email, clientState: '', allowNewUsers: true } }));
+  await assert.rejects(call(client, client.loginBatch, { items }, opts), BadRequest);
+  await assert.rejects(getUser(email), RecordNotFound);
 });
 
 test('one user history through gRPC, with the protocol error classes coming back', async () => {

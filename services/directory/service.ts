@@ -3,7 +3,8 @@
 // fresh record when another request wrote first.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { BadRequest, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
-import { unary } from '../../lib/grpc.js';
+import { carriedError, logged, MAX_BATCH_ITEMS, unary } from '../../lib/grpc.js';
+import { requestIdFrom } from '../../lib/request-id.js';
 import type { Logger } from '../../lib/log.js';
 import type {
   AssignNodeReply,
@@ -19,7 +20,10 @@ import type {
   ListUsersRequest,
   TrimClientStatesReply,
   TrimClientStatesRequest,
+  LoginBatchReply,
+  LoginBatchRequest,
   LoginRequest,
+  LoginResult,
   RaiseGenerationReply,
   RaiseGenerationRequest,
   RetiredUser,
@@ -238,9 +242,30 @@ export async function raiseGeneration(store: UserStore, req: RaiseGenerationRequ
   return (await changeAccount(store, req.email, '', (r) => raisedGeneration(r, req.generation))).length;
 }
 
+/**
+ * LoginBatch: each item decided as Login decides it (and logged as a Login
+ * with its own request id); one item's error is that item's result.
+ */
+export async function loginBatch(store: UserStore, req: LoginBatchRequest, policy: LoginPolicy, log: Logger): Promise<LoginBatchReply> {
+  if (req.items.length > MAX_BATCH_ITEMS) throw new BadRequest(`at most ${MAX_BATCH_ITEMS} items per batch`);
+  const decide = async (r: LoginRequest): Promise<User> => toUser(await login(store, r, policy));
+  const results = await Promise.all(
+    req.items.map((item): Promise<LoginResult> => {
+      const requestId = requestIdFrom(item.requestId);
+      if (!item.login) return Promise.resolve({ error: carriedError(new BadRequest('login is required'), log, 'Login') });
+      return logged(log, 'Login', requestId, decide, item.login).then(
+        (user) => ({ user }),
+        (err: unknown) => ({ error: carriedError(err, log.child({ requestId }), 'Login') }),
+      );
+    }),
+  );
+  return { results };
+}
+
 export function directoryService(store: UserStore, log: Logger, policy: LoginPolicy): UntypedServiceImplementation {
   return {
     login: unary<LoginRequest, UserReply>(log, 'Login', async (req) => ({ user: toUser(await login(store, req, policy)) })),
+    loginBatch: unary<LoginBatchRequest, LoginBatchReply>(log, 'LoginBatch', (req) => loginBatch(store, req, policy, log)),
     assignNode: unary<AssignNodeRequest, AssignNodeReply>(log, 'AssignNode', async (req) => {
       const { record, assigned, released } = await assignNode(store, req);
       return { user: toUser(record), assigned, released };

@@ -2,12 +2,15 @@
 // reused. Every call carries the configured deadline and the request id, and
 // is timed (by method and outcome) in the one `rpc` below; lib/grpc.ts maps
 // errors back to ProtocolErrors (a backend down or slow → ServiceUnavailable, 503).
+// Logins go to the directory coalesced: those that arrive in one turn of the
+// event loop travel in one LoginBatch call, which costs little more than one
+// unary call (bench/rpc.ts); the directory still decides each of them.
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
 import { InternalError } from '../../lib/errors.js';
-import { call, grpcClient, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
-import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginRequest, type RetiredUser, type User } from '../../lib/gen/directory.js';
+import { call, grpcClient, MAX_BATCH_ITEMS, rebuiltError, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
+import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginBatchItem, type LoginRequest, type RetiredUser, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
 import type { LoginMetrics } from '../../lib/metrics.js';
 
@@ -69,6 +72,36 @@ export function connectBackends(
     return metrics.timeCall(name, () => call(client, method, req, opts(requestId)));
   }
 
+  interface Waiting {
+    item: LoginBatchItem;
+    resolve(user: User): void;
+    reject(err: unknown): void;
+  }
+  let waiting: Waiting[] = [];
+
+  /** Sends what waits as LoginBatch calls and settles each login with its own result. */
+  function flush(): void {
+    const all = waiting;
+    waiting = [];
+    for (let i = 0; i < all.length; i += MAX_BATCH_ITEMS) {
+      const batch = all.slice(i, i + MAX_BATCH_ITEMS);
+      call(directory, directory.loginBatch, { items: batch.map((w) => w.item) }, opts()).then(
+        ({ results }) => {
+          batch.forEach((w, k) => {
+            const r = results[k];
+            if (r?.user) w.resolve(r.user);
+            else if (r?.error) w.reject(rebuiltError(r.error, config.retryAfter));
+            else w.reject(new InternalError('directory LoginBatch returned no result for an item'));
+          });
+        },
+        // The call failed as a whole (backend down, deadline): every item fails alike.
+        (err: unknown) => {
+          for (const w of batch) w.reject(err);
+        },
+      );
+    }
+  }
+
   async function serving(name: string, client: grpc.Client): Promise<boolean> {
     const check = (client as unknown as { Check: HealthCheck }).Check;
     try {
@@ -80,8 +113,16 @@ export function connectBackends(
   }
 
   return {
-    async login(req, requestId) {
-      return userOf(await rpc('directory.Login', directory, directory.login, req, requestId), 'Login');
+    login(req, requestId) {
+      return metrics.timeCall(
+        'directory.Login',
+        () =>
+          new Promise<User>((resolve, reject) => {
+            // After the I/O callbacks of this turn, so that the logins they started share the call.
+            if (waiting.length === 0) setImmediate(flush);
+            waiting.push({ item: { requestId, login: req }, resolve, reject });
+          }),
+      );
     },
     async allocate(service, requestId) {
       const { node } = await rpc('nodeassign.Allocate', nodeAssign, nodeAssign.allocate, { service }, requestId);
