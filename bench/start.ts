@@ -54,7 +54,7 @@ export async function benchStart(o: { seconds: number; users: number; koa?: Bare
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-start-'));
   let stack: ChildProcess | undefined;
   try {
-    const fixture = await loginFixture(dir, o.users, 2);
+    const fixture = await loginFixture(dir, o.users);
     const started = await startStack({
       ...fixture.env,
       DATA_DIR: path.join(dir, 'data'),
@@ -67,10 +67,12 @@ export async function benchStart(o: { seconds: number; users: number; koa?: Bare
     });
     stack = started.child;
     const url = started.loginUrl;
-    const created = await runLoad({ mode: 'probe', url, requests: fixture.requests.slice(0, o.users), count: o.users, concurrency: 8 });
+    const created = await runLoad({ mode: 'probe', url, requestsFile: fixture.freshRequests(o.users), count: o.users, concurrency: 8 });
     if (created.statuses['200'] !== o.users) throw new Error(`creating users: ${JSON.stringify(created.statuses)}, ${created.errors} errors`);
-    const load = (durationSeconds: number) => runLoad({ mode: 'autocannon', url, requestsFile: fixture.requestsFile, connections: CONNECTIONS, durationSeconds });
-    await load(2);
+    // Every login presents a fresh assertion (bench/fixtures.ts), from a pool sized at twice the warm-up's rate.
+    const load = (pool: number, durationSeconds: number) =>
+      runLoad({ mode: 'autocannon', url, requestsFile: fixture.freshRequests(pool), connections: CONNECTIONS, durationSeconds });
+    const warm = await load(4000, 2);
     const pids = stackProcesses(stack.pid!);
     for (const pid of Object.values(pids)) {
       try {
@@ -81,7 +83,7 @@ export async function benchStart(o: { seconds: number; users: number; koa?: Bare
       }
     }
     const before = Object.fromEntries(Object.entries(pids).map(([n, pid]) => [n, cpuSeconds(pid)]));
-    const max = await load(o.seconds);
+    const max = await load(Math.ceil(Math.max(2 * warm.requestsPerSecond, 1000) * o.seconds), o.seconds);
     const ratio = max.requestsPerSecond / koa.requestsPerSecond;
     const rows: BenchRow[] = [
       {

@@ -277,7 +277,7 @@ async function forwardingGateway(appPort: number, timeoutMs = 2000) {
   const server = http.createServer((req, res) => {
     const framing = clientFraming(req.rawHeaders, req.httpVersion);
     const headers = upstreamRequestHeaders(req.rawHeaders, { ...who, framing });
-    forward({ req, res }, up, { method: req.method!, target: req.url!, headers, framing }).catch((e: BadGateway) => {
+    forward({ req, res }, up, { method: req.method!, target: req.url!, headers, framing }, (e: BadGateway | GatewayTimeout) => {
       res.writeHead(e.status).end(e.message);
     });
   });
