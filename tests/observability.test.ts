@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULTS } from '../lib/config.js';
-import { DirectoryService } from '../lib/gen/directory.js';
+import { DirectoryService, type LoginBatchRequest } from '../lib/gen/directory.js';
 import { REQUEST_ID, startServer } from '../lib/grpc.js';
 import { TEST_AUTH } from './support/services.js';
 import { logger } from '../lib/log.js';
@@ -44,21 +44,34 @@ interface GatedDirectory {
   close(): Promise<void>;
 }
 
-/** The real directory service on its own store, with its Login calls held until open(). */
+/**
+ * The real directory service on its own store, with its logins held until open(). Login coalesces
+ * concurrent logins into LoginBatch calls (lib/grpc.ts MAX_BATCH_ITEMS), so both methods are gated
+ * and counted by login, not by call.
+ */
 async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> {
   const store = await openUserStore(storeUrl);
   const implementation = directoryService(store, logger('directory'), { clientStateChangesPerDay: DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY });
-  const login = implementation.login as grpc.handleUnaryCall<unknown, unknown>;
   const held: Array<() => void> = [];
+  let heldLogins = 0;
   const requestIds: string[] = [];
   let waiting: { n: number; resolve: () => void } | undefined;
   let isOpen = false;
+  const gate = (ids: string[], proceed: () => void): void => {
+    requestIds.push(...ids);
+    if (isOpen) return proceed();
+    held.push(proceed);
+    heldLogins += ids.length;
+    if (waiting && heldLogins >= waiting.n) waiting.resolve();
+  };
+  const login = implementation.login as grpc.handleUnaryCall<unknown, unknown>;
   implementation.login = ((call, callback) => {
-    requestIds.push(String(call.metadata.get(REQUEST_ID)[0]));
-    if (isOpen) return login(call, callback);
-    held.push(() => login(call, callback));
-    if (waiting && held.length >= waiting.n) waiting.resolve();
+    gate([String(call.metadata.get(REQUEST_ID)[0])], () => login(call, callback));
   }) as grpc.handleUnaryCall<unknown, unknown>;
+  const loginBatch = implementation.loginBatch as grpc.handleUnaryCall<LoginBatchRequest, unknown>;
+  implementation.loginBatch = ((call: grpc.ServerUnaryCall<LoginBatchRequest, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+    gate(call.request.items.map((item) => item.requestId), () => loginBatch(call, callback));
+  }) as typeof implementation.loginBatch;
   const running = await startServer(
     [{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory' }],
     '127.0.0.1',
@@ -74,7 +87,7 @@ async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> {
     requestIds,
     waitForHeld: (n) =>
       new Promise<void>((resolve) => {
-        if (held.length >= n) resolve();
+        if (heldLogins >= n) resolve();
         else waiting = { n, resolve };
       }),
     open,
