@@ -51,7 +51,7 @@ debian_base() {
   local want
   want="$(hash_of debian "$SUITE" "$DEBIAN_MIRROR")"
   [ "$(recipe_of "$DEBIAN_IMAGE")" = "$want" ] && return 0
-  command -v debootstrap >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } \
+  command -v debootstrap >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; } \
     || die "debootstrap is missing (apt-get install debootstrap)"
   say "debootstrap --variant=minbase $SUITE (Debian's archive)"
   local rootfs="$WORK/rootfs"
