@@ -12,3 +12,9 @@ export function listen(server: Server, port: number, host: string): Promise<numb
     });
   });
 }
+
+/** The URL to show for a server bound to `host`: a wildcard address is reached on loopback. */
+export function localUrl(host: string, port: number): string {
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${shown}:${port}`;
+}

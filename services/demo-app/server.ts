@@ -2,7 +2,7 @@
 // node-gateway. It echoes who the gateway says the caller is and what the
 // request looked like, so a person (or a test) can see the whole path work.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listen, localUrl } from '../../lib/listen.js';
 
 export interface EchoReply {
   uid: string | null;
@@ -92,19 +92,11 @@ export interface DemoApp {
 export async function startDemoApp(opts: { host?: string; port?: number } = {}): Promise<DemoApp> {
   const host = opts.host ?? '127.0.0.1';
   const server = http.createServer(handle);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const port = await listen(server, opts.port ?? 0, host);
   return {
     server,
     port,
-    url: `http://${shownHost}:${port}`,
+    url: localUrl(host, port),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

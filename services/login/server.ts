@@ -4,7 +4,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listen } from '../../lib/listen.js';
 import { answerClientErrors } from '../../lib/client-error.js';
 import { readAllowListFile, type LoginConfig } from '../../lib/config.js';
 import { NotFound } from '../../lib/errors.js';
@@ -88,14 +88,9 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   const app = createApp({ config, auth, backends, log, metrics, loopDelay });
   const server = createServer(app.callback());
   answerClientErrors(server, log);
+  let port: number;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.port, config.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    port = await listen(server, config.port, config.host);
   } catch (err) {
     backends.close();
     loopDelay.stop();
@@ -111,7 +106,6 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
     throw err;
   }
   const stopReloading = reloadAllowListOnHangup(config, log);
-  const { port } = server.address() as AddressInfo;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   log.info({ port, applications: [...config.applications.keys()] }, 'login listening');
   return {

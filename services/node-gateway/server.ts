@@ -7,7 +7,7 @@ import http from 'node:http';
 import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
 import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
-import { listen } from '../../lib/listen.js';
+import { listen, localUrl } from '../../lib/listen.js';
 import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
 import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
@@ -239,8 +239,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     node = guardedNode(nodeUrl, config.masterSecrets);
     publicUrl = new URL(nodeUrl);
   }
-  const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
-  const url = `http://${shownHost}:${port}`;
+  const url = localUrl(config.host, port);
   let exposed: RunningMetrics | undefined;
   try {
     exposed = config.metrics && (await serveMetrics(metrics, config.metrics, log));
