@@ -78,7 +78,9 @@ export async function mutationTest(file: string, concurrency: number): Promise<M
     mutate: [file],
     testRunner: 'command',
     // The command runner cannot tell which test covers which mutant: every mutant runs these files.
-    commandRunner: { command: `LOG_LEVEL=silent node --import tsx --test --test-concurrency=1 ${tests.join(' ')}` },
+    // A mutant that makes a socket test wait forever fails that test after 5 s and
+    // ends the run (force-exit) instead of holding it until Stryker's own timeout.
+    commandRunner: { command: `LOG_LEVEL=silent node --import tsx --test --test-concurrency=1 --test-timeout=5000 --test-force-exit ${tests.join(' ')}` },
     coverageAnalysis: 'off',
     concurrency,
     // A machine shared with other work runs slower than the dry run measured.

@@ -4,8 +4,7 @@ import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
@@ -13,6 +12,7 @@ import { DirectoryClient } from './gen/directory.js';
 import { call, CLIENT_OPTIONS, grpcClient, secretMatches } from './grpc.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
+import { makePki } from '../tests/support/tls.js';
 
 test('secretMatches: only the exact string matches', () => {
   const secret = 'a'.repeat(64);
@@ -31,24 +31,14 @@ let server: RunningDirectory;
 let serverAuth: GrpcAuth;
 const addr = () => `127.0.0.1:${server.port}`;
 
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-}
-
-/** A CA, and a certificate it signs for 127.0.0.1 usable by both servers and clients. */
-function makePki(name: string): { GRPC_TLS_CERT: string; GRPC_TLS_KEY: string; GRPC_TLS_CA: string } {
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', `/CN=${name} test CA`,
-    '-keyout', `${name}-ca.key`, '-out', `${name}-ca.pem`);
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${name} service`,
-    '-keyout', `${name}.key`, '-out', `${name}.csr`);
-  writeFileSync(path.join(dir, `${name}.ext`), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n');
-  openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${name}-ca.pem`, '-CAkey', `${name}-ca.key`, '-CAcreateserial', '-days', '1',
-    '-extfile', `${name}.ext`, '-out', `${name}.pem`);
-  return { GRPC_TLS_CERT: path.join(dir, `${name}.pem`), GRPC_TLS_KEY: path.join(dir, `${name}.key`), GRPC_TLS_CA: path.join(dir, `${name}-ca.pem`) };
+/** Certificates for 127.0.0.1 from a throwaway CA, as the GRPC_TLS_* variables name them. */
+function makeGrpcPki(name: string): { GRPC_TLS_CERT: string; GRPC_TLS_KEY: string; GRPC_TLS_CA: string } {
+  const pki = makePki(dir, name, 'IP:127.0.0.1,DNS:localhost');
+  return { GRPC_TLS_CERT: pki.cert, GRPC_TLS_KEY: pki.key, GRPC_TLS_CA: pki.ca };
 }
 
 before(async () => {
-  serverAuth = { ...TEST_AUTH, tls: grpcTls(makePki('internal')) };
+  serverAuth = { ...TEST_AUTH, tls: grpcTls(makeGrpcPki('internal')) };
   server = await startDirectory({ storeUrl: temp.storeUrl, port: 0, auth: serverAuth });
 });
 
@@ -72,7 +62,7 @@ test('mutual TLS: a client with a certificate from the CA and the secret is serv
 });
 
 test('mutual TLS: without a client certificate, with one from another CA, or in plaintext, the call never reaches the service', async () => {
-  const other = grpcTls(makePki('other'))!;
+  const other = grpcTls(makeGrpcPki('other'))!;
   const ca = serverAuth.tls!.ca;
   const clients = {
     // By hand: grpcClient has no TLS-without-certificate form. A refused handshake is ServiceUnavailable, not UNAUTHENTICATED.
