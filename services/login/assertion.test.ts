@@ -20,7 +20,7 @@ import {
   userPublicKey,
   type AssertionVerifier,
 } from './assertion.js';
-import { KeyObject, sign, verify } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, KeyObject, sign, verify } from 'node:crypto';
 import { DsaPublicKey, dsaKeyObject, parseDsaPublicKey } from '../../lib/dsa.js';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
 import type { JsonWebKeyLike } from '../../lib/config.js';
@@ -801,5 +801,114 @@ describe('createAssertionVerifier: issuer key algorithms and the verifier\'s ref
     await assert.rejects(make([{ kty: 'oct', k: 'AAAA' }]), (e) =>
       e instanceof ConfigError && e.message === 'TRUSTED_ISSUERS: issuer i.example: unusable key: unsupported key (use RSA, EC P-256, Ed25519, or BrowserID\'s RS or DS form)');
     await assert.rejects(make([{ ...rs.publicJwk, alg: 'ES256' }]), (e) => e instanceof ConfigError && /unusable key: unsupported key/.test(e.message));
+  });
+});
+
+// ---- found missing by mutation testing (second run, on the security rewrite) ----
+
+describe('assertion.ts: rules the second mutation run found untested', () => {
+  const NOW = 1_800_000_000_000;
+  const AUD = 'https://token.example';
+  let rs: KeyPair, user: KeyPair, ds256: DsaKeyPair;
+  before(async () => {
+    [rs, user, ds256] = await Promise.all([generateKey('RS256'), generateKey('ES256'), generateDsaKey('DS256')]);
+  });
+  const make = (keys: Array<Record<string, unknown>>, extra: { skewSeconds?: number } = {}) =>
+    createAssertionVerifier({ trustedIssuers: new Map([['i.example', { keys: keys as KeyPair['publicJwk'][], domains: ['*'] }]]), audiences: [AUD], skewSeconds: extra.skewSeconds ?? 0, generationClaim: 'g' });
+  const certFor = (publicKey: unknown, times: { iatMs?: number; expMs: number } = { iatMs: NOW - 1000, expMs: NOW + 60_000 }) =>
+    signCertificate(rs, { issuer: 'i.example', email: 'e@x.example', publicKey: publicKey as KeyPair['publicJwk'], ...times });
+  const refusal = (description: string) => (e: unknown) => e instanceof Error && e.message === description;
+
+  test('a payload is read as signed: bytes that are not UTF-8 become U+FFFD (only the header must be UTF-8)', () => {
+    const payload = Buffer.from('{"note":"\xe9"}', 'latin1').toString('base64url');
+    assert.equal(decodeJws(`${b64({ alg: 'ES256' })}.${payload}.c2ln`, 'assertion').payload.note, '\ufffd');
+  });
+
+  test('"crit" with a name that is not a string is refused as such, whatever names come before it', () => {
+    assert.equal(critProblem({ crit: ['b64', 5], b64: true }), '"crit" must be an array of names');
+    assert.equal(critProblem({ crit: ['b64', ''], b64: true }), '"crit" must be an array of names');
+  });
+
+  test('algorithmsForKey: each supported key its algorithms, other curves none', () => {
+    const cases: Array<[Record<string, unknown>, string[]]> = [
+      [{ kty: 'RSA', n: 'AQAB', e: 'AQAB' }, ['RS256']],
+      [{ kty: 'EC', crv: 'P-256', x: 'A', y: 'A' }, ['ES256']],
+      [{ kty: 'EC', crv: 'P-384', x: 'A', y: 'A' }, []],
+      [{ kty: 'OKP', crv: 'Ed25519', x: 'A' }, ['EdDSA', 'Ed25519']],
+      [{ kty: 'OKP', crv: 'X25519', x: 'A' }, []],
+    ];
+    for (const [jwk, algs] of cases) assert.deepEqual(algorithmsForKey(jwk as JsonWebKeyLike), algs, JSON.stringify(jwk));
+  });
+
+  test('userPublicKey: a JWK that also has "algorithm" is read as a JWK; no type at all is refused as such', () => {
+    const jwk = { kty: 'EC', crv: 'P-256', x: 'A'.repeat(43), y: 'A'.repeat(43), algorithm: 'ES256' };
+    assert.deepEqual(userPublicKey(jwk), { kty: 'EC', crv: 'P-256', x: 'A'.repeat(43), y: 'A'.repeat(43) });
+    assert.throws(() => userPublicKey({}), refusal('certificate public-key type must be RSA, EC or OKP'));
+  });
+
+  test('certificate times: "iat" may be absent, and 0 is a time', () => {
+    const claims = { iss: 'i', exp: 5, principal: { email: 'e@x.example' }, 'public-key': { kty: 'OKP', crv: 'Ed25519', x: 'A'.repeat(43) } };
+    assert.equal(certificateClaims(claims, 'g').iatMs, undefined);
+    assert.equal(certificateClaims({ ...claims, iat: 0 }, 'g').iatMs, 0);
+    assert.equal(certificateClaims({ ...claims, exp: 0 }, 'g').expMs, 0);
+  });
+
+  test('LruCache: a lookup that misses adds nothing', () => {
+    const cache = new LruCache<number>(2);
+    cache.set('a', 1);
+    assert.equal(cache.get('b'), undefined);
+    assert.equal(cache.size, 1);
+  });
+
+  test('importVerifyKey: an EC key on another curve is not an ES256 key', () => {
+    const p384 = createPublicKey({ key: generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey.export({ format: 'jwk' }), format: 'jwk' }).export({ format: 'jwk' });
+    assert.throws(() => importVerifyKey(p384 as JsonWebKeyLike, 'ES256'), refusal('not a P-256 key'));
+  });
+
+  test('a DS256 signature whose r starts with a zero byte, written without it (as an integer), verifies', async () => {
+    const v = await make([rs.publicJwk]);
+    const cert = await certFor(ds256.publicKey);
+    let short: string | undefined;
+    for (let i = 0; i < 20_000 && !short; i++) {
+      const [head, payload, sig] = (await signAssertion(ds256, { audience: AUD, expMs: NOW + 60_000 + i })).split('.');
+      const bytes = Buffer.from(sig, 'base64url');
+      if (bytes[0] === 0) short = `${head}.${payload}.${bytes.subarray(1).toString('base64url')}`;
+    }
+    assert.ok(short, 'no signature with a leading zero byte in 20 000 tries');
+    assert.equal(Buffer.from(short.split('.')[2], 'base64url').length, 63);
+    assert.equal((await v.verify(`Assertion ${bundle(cert, short)}`, NOW)).email, 'e@x.example');
+  });
+
+  test('issuer keys: a BrowserID-form key of another algorithm, and a key whose "alg" names another type, stop the service', async () => {
+    await assert.rejects(make([{ algorithm: 'XX' }]), refusal('TRUSTED_ISSUERS: issuer i.example: unusable key: key algorithm must be RS or DS'));
+    for (const alg of ['EdDSA', 'Ed25519', 'ES256']) {
+      await assert.rejects(make([{ ...rs.publicJwk, alg }]), (e) => e instanceof ConfigError && /unusable key: unsupported key/.test(e.message), alg);
+    }
+  });
+
+  test('through verify(): a malformed certificate or assertion is named as such', async () => {
+    const v = await make([rs.publicJwk]);
+    const assertion = await signAssertion(user, { audience: AUD, expMs: NOW + 1000 });
+    await assert.rejects(v.verify(`Assertion a.b~${assertion}`, NOW), refusal('certificate is not a compact JWS'));
+    const cert = await certFor(user.publicJwk);
+    await assert.rejects(v.verify(`Assertion ${cert}~a.b`, NOW), refusal('assertion is not a compact JWS'));
+  });
+
+  test('the certificate cache forgets a certificate once it has expired, and only then', async () => {
+    const v = await make([rs.publicJwk], { skewSeconds: 60 });
+    const assertion = (exp: number) => signAssertion(user, { audience: AUD, expMs: exp });
+    // Issued in the future: refused now, kept for when it becomes valid.
+    const early = await certFor(user.publicJwk, { iatMs: NOW + 3_600_000, expMs: NOW + 7_200_000 });
+    await assert.rejects(v.verify(`Assertion ${bundle(early, await assertion(NOW + 1000))}`, NOW), InvalidTimestamp);
+    assert.equal(v.cachedCertificates, 1);
+    // Expired within the skew: still accepted, still kept.
+    const ending = await certFor(user.publicJwk, { iatMs: NOW - 7_200_000, expMs: NOW - 30_000 });
+    assert.equal((await v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW)).email, 'e@x.example');
+    assert.equal(v.cachedCertificates, 2);
+    // Exactly at the end of the skew: accepted; one ms later: refused and forgotten.
+    assert.equal((await v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW + 30_000)).email, 'e@x.example');
+    assert.equal(v.cachedCertificates, 2);
+    await assert.rejects(v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW + 30_001), InvalidTimestamp);
+    assert.equal(v.cachedCertificates, 1);
   });
 });
