@@ -419,7 +419,9 @@ test('openUpstream: exactly one Host reaches the application, the client\'s when
   const up = upstream(`http://127.0.0.1:${app.port}`, { connectTimeoutMs: 1000, timeoutMs: 1000 });
   await exchange(openUpstream(up, { method: 'GET', target: '/', headers: ['X-A', '1', 'Host', 'client.example', 'X-B', '2'] }).request);
   await exchange(openUpstream(up, { method: 'GET', target: '/', headers: ['X-A', '1'] }).request);
-  assert.deepEqual(app.got.map(hostsOf), [['client.example'], [`127.0.0.1:${app.port}`]]);
+  // A name as long as "Host" is not a Host.
+  await exchange(openUpstream(up, { method: 'GET', target: '/', headers: ['X-Ab', '1'] }).request);
+  assert.deepEqual(app.got.map(hostsOf), [['client.example'], [`127.0.0.1:${app.port}`], [`127.0.0.1:${app.port}`]]);
   up.agent.destroy();
   app.server.closeAllConnections();
   await new Promise((r) => app.server.close(r));
