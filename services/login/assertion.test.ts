@@ -836,6 +836,9 @@ describe('assertion.ts: rules the second mutation run found untested', () => {
       [{ kty: 'EC', crv: 'P-384', x: 'A', y: 'A' }, []],
       [{ kty: 'OKP', crv: 'Ed25519', x: 'A' }, ['EdDSA', 'Ed25519']],
       [{ kty: 'OKP', crv: 'X25519', x: 'A' }, []],
+      // Both members decide: a curve name under the other key type is no key of ours.
+      [{ kty: 'OKP', crv: 'P-256', x: 'A' }, []],
+      [{ kty: 'EC', crv: 'Ed25519', x: 'A', y: 'A' }, []],
     ];
     for (const [jwk, algs] of cases) assert.deepEqual(algorithmsForKey(jwk as JsonWebKeyLike), algs, JSON.stringify(jwk));
   });
@@ -884,6 +887,8 @@ describe('assertion.ts: rules the second mutation run found untested', () => {
     for (const alg of ['EdDSA', 'Ed25519', 'ES256']) {
       await assert.rejects(make([{ ...rs.publicJwk, alg }]), (e) => e instanceof ConfigError && /unusable key: unsupported key/.test(e.message), alg);
     }
+    const ed = await generateKey('EdDSA');
+    await assert.rejects(make([{ ...ed.publicJwk, alg: 'ES256' }]), (e) => e instanceof ConfigError && /unusable key: unsupported key/.test(e.message), 'Ed25519 key marked ES256');
   });
 
   test('through verify(): a malformed certificate or assertion is named as such', async () => {
@@ -901,14 +906,18 @@ describe('assertion.ts: rules the second mutation run found untested', () => {
     const early = await certFor(user.publicJwk, { iatMs: NOW + 3_600_000, expMs: NOW + 7_200_000 });
     await assert.rejects(v.verify(`Assertion ${bundle(early, await assertion(NOW + 1000))}`, NOW), InvalidTimestamp);
     assert.equal(v.cachedCertificates, 1);
+    // Also when it ends before it begins (within the skew of now): not expired, so kept.
+    const odd = await certFor(user.publicJwk, { iatMs: NOW + 3_600_000, expMs: NOW + 30_000 });
+    await assert.rejects(v.verify(`Assertion ${bundle(odd, await assertion(NOW + 1000))}`, NOW), /issued in the future/);
+    assert.equal(v.cachedCertificates, 2);
     // Expired within the skew: still accepted, still kept.
     const ending = await certFor(user.publicJwk, { iatMs: NOW - 7_200_000, expMs: NOW - 30_000 });
     assert.equal((await v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW)).email, 'e@x.example');
-    assert.equal(v.cachedCertificates, 2);
+    assert.equal(v.cachedCertificates, 3);
     // Exactly at the end of the skew: accepted; one ms later: refused and forgotten.
     assert.equal((await v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW + 30_000)).email, 'e@x.example');
-    assert.equal(v.cachedCertificates, 2);
+    assert.equal(v.cachedCertificates, 3);
     await assert.rejects(v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW + 30_001), InvalidTimestamp);
-    assert.equal(v.cachedCertificates, 1);
+    assert.equal(v.cachedCertificates, 2);
   });
 });
