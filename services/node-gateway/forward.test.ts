@@ -294,7 +294,11 @@ async function forwardingGateway(appPort: number, timeoutMs = 2000) {
     up.agent.destroy();
     return new Promise((r) => server.close(r));
   };
-  return { port, close };
+  /** Resolves once `n` kept-alive connections to the application are idle in the gateway's pool. */
+  const idleConnections = async (n: number) => {
+    while (Object.values(up.agent.freeSockets).reduce((sum, list) => sum + (list?.length ?? 0), 0) < n) await new Promise((r) => setTimeout(r, 5));
+  };
+  return { port, close, idleConnections };
 }
 
 test('forward: the application\'s status line reaches the client as sent, reason phrase included', async () => {
@@ -533,13 +537,13 @@ test('forward: an idempotent request whose kept-alive connection was closed goes
   // HEAD last: node does not reuse a connection after a HEAD exchange (a plain node client and server alike).
   for (const method of ['GET', 'PUT', 'DELETE', 'OPTIONS', 'HEAD']) {
     // The answered connection goes back to the gateway's pool once its exchange has fully ended.
-    await new Promise((r) => setTimeout(r, 20));
+    await gw.idleConnections(1);
     const before = app.seen.length;
     assert.equal((await through(gw, method)).status, 200, method);
     assert.deepEqual(app.seen.slice(before), [{ method, reused: true }, { method, reused: false }], method);
   }
   assert.equal((await through(gw, 'GET')).status, 200);
-  await new Promise((r) => setTimeout(r, 20));
+  await gw.idleConnections(1);
   const before = app.seen.length;
   const post = await through(gw, 'POST');
   assert.deepEqual([post.status, post.body], [502, 'application unreachable: socket hang up']);
@@ -568,7 +572,7 @@ test('forward: a request is sent at most twice, and never again after a new conn
     await app.close();
   });
   await Promise.all([through(gw2, 'GET'), through(gw2, 'GET')]);
-  await new Promise((r) => setTimeout(r, 20));
+  await gw2.idleConnections(2);
   assert.equal(app.seen.length, 2);
   assert.equal((await through(gw2, 'GET')).status, 502);
   assert.deepEqual(app.seen.slice(2), [{ method: 'GET', reused: true }, { method: 'GET', reused: true }]);
@@ -582,7 +586,7 @@ test('forward: a request that times out on a kept-alive connection is 504, not s
     await app.close();
   });
   assert.equal((await through(gw, 'GET')).status, 200);
-  await new Promise((r) => setTimeout(r, 20));
+  await gw.idleConnections(1);
   const late = await through(gw, 'GET');
   assert.deepEqual([late.status, late.body], [504, 'the application did not answer in time']);
   assert.equal(app.seen.length, 2);
@@ -627,8 +631,8 @@ test('forward: complete replies leave the client\'s and the application\'s conne
       req.on('error', reject);
     });
   assert.deepEqual(await get(), { status: 200, body: 'ok', reused: false });
-  // Let each side's end of the first exchange run before the second request.
-  await new Promise((r) => setTimeout(r, 50));
+  // Both ends of the first exchange done: the gateway's connection to the application is idle again.
+  await gw.idleConnections(1);
   assert.deepEqual(await get(), { status: 200, body: 'ok', reused: true });
   assert.deepEqual(app.seen.map((s) => s.reused), [false, true]);
 });
