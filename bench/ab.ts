@@ -7,6 +7,8 @@
 //
 //   npx tsx bench/ab.ts [--seconds 5] [--rounds 3] services/login/assertion.ts=/tmp/assertion.ts [...]
 //   npx tsx bench/ab.ts --gateway [--seconds 10] services/node-gateway/auth.ts=/tmp/auth.ts [...]
+//   npx tsx bench/ab.ts --login-flags-b="--max-old-space-size=4096"
+// The last: B runs login with these node flags after the production ones (lib/node-flags.ts), which they override.
 // With --gateway: both gateway builds and the bare proxy under bench/gateway.ts's load instead.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +23,8 @@ export interface AbRound {
   requestsPerSecond: number;
   /** CPU ms per request, by service. */
   cpuMsPerRequest: Record<string, number>;
+  /** Peak RSS during the round, MB, by service. */
+  peakRssMb: Record<string, number>;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -28,6 +32,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function round(stack: LoginStack & { lastRate?: number }, seconds: number): Promise<AbRound> {
   const services = [stack.login, stack.directory];
   const before = services.map((s) => s.cpuSeconds());
+  for (const s of services) s.resetPeak();
   // Fresh assertions for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
   const pool = Math.ceil(Math.max(stack.lastRate ?? 0, 4000) * 2 * seconds);
   const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds: seconds });
@@ -40,10 +45,14 @@ async function round(stack: LoginStack & { lastRate?: number }, seconds: number)
       ...Object.fromEntries(services.map((s, i) => [s.name, ((s.cpuSeconds() - before[i]) * 1000) / r.total])),
       'load generator': (r.cpuSeconds * 1000) / r.total,
     },
+    peakRssMb: Object.fromEntries(services.map((s) => [s.name, s.peakRssMb()])),
   };
 }
 
-export async function compare(replace: Record<string, string>, o: { seconds: number; rounds: number; users: number }): Promise<Record<'A' | 'B', AbRound[]>> {
+export async function compare(
+  replace: Record<string, string>,
+  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[] },
+): Promise<Record<'A' | 'B', AbRound[]>> {
   const variantDir = path.join(ROOT, 'dist', 'bench-variant');
   buildServices();
   buildServices(variantDir, replace);
@@ -51,7 +60,7 @@ export async function compare(replace: Record<string, string>, o: { seconds: num
   const stacks: LoginStack[] = [];
   try {
     stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'a.db')}`, { users: o.users, buildDir: BUILD_DIR }));
-    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'b.db')}`, { users: o.users, buildDir: variantDir }));
+    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'b.db')}`, { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB }));
     for (const s of stacks) await round(s, 2);
     const out: Record<'A' | 'B', AbRound[]> = { A: [], B: [] };
     for (let i = 0; i < o.rounds; i++) {
@@ -95,7 +104,12 @@ const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) ==
 if (isMain) {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' }, gateway: { type: 'boolean', default: false } },
+    options: {
+      seconds: { type: 'string', default: '5' },
+      rounds: { type: 'string', default: '3' },
+      gateway: { type: 'boolean', default: false },
+      'login-flags-b': { type: 'string' },
+    },
   });
   const replace: Record<string, string> = {};
   for (const p of positionals) {
@@ -107,10 +121,12 @@ if (isMain) {
     await compareGateways(replace, Number(values.seconds));
     process.exit(0);
   }
-  const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000 });
+  const loginFlagsB = values['login-flags-b']?.split(/\s+/).filter((f) => f !== '');
+  const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB });
   const summary = (rounds: AbRound[]) => ({
     'req/s (median)': Math.round(median(rounds.map((x) => x.requestsPerSecond))),
     ...Object.fromEntries(Object.keys(rounds[0].cpuMsPerRequest).map((k) => [`${k} CPU ms/req`, Math.round(1000 * median(rounds.map((x) => x.cpuMsPerRequest[k]))) / 1000])),
+    ...Object.fromEntries(Object.keys(rounds[0].peakRssMb).map((k) => [`${k} peak RSS MB`, Math.round(Math.max(...rounds.map((x) => x.peakRssMb[k])))])),
   });
   console.table({ 'A (current)': summary(r.A), 'B (replaced)': summary(r.B) });
 }

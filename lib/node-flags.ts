@@ -7,14 +7,17 @@
  * capped at 2 × 4 MB, login's peak RSS under the login benchmark's load is
  * 166–168 → 141–145 MB (the directory's on MongoDB ~117–150 → 105 MB) for
  * ~5–7 % more login CPU per request (more scavenges); 2 × 2 MB costs ~10–14 %
- * for 135–138 MB. The old generation capped at 96 MB: V8 then collects it
- * before letting it grow, and at ~4700 logins/s peak RSS went 150 → 98 MB
- * (login) and 151 → 93 MB (directory on MongoDB) for no measurable CPU. Both
- * hold far less live data on the heap (login's certificate cache full, 10 000
- * entries, is ~8 MB of heap; its OpenSSL keys, ~69 MB, live outside it). Set on the command line: V8 sizes its heap before any JavaScript
+ * for 135–138 MB. The old generation capped at 128 MB: V8 then collects it
+ * before letting it grow. In A/B runs (bench/ab.ts --login-flags-b) login's
+ * peak RSS went 144–147 → 99–100 MB for +4 % and +17 % login CPU in two runs
+ * against no cap (with 96 MB; 128 MB measured the same RSS and 3 % less CPU
+ * than 96). Without it login's peak had reached 150.1 MB, and the directory's
+ * on MongoDB 150.8 (93 MB with it). Live heap data is far less (login's
+ * certificate cache full, 10 000 entries, is ~8 MB; its OpenSSL keys, ~69 MB,
+ * live outside the heap), so the cap costs collections, not failures. Set on the command line: V8 sizes its heap before any JavaScript
  * runs, so v8.setFlagsFromString() in the entry point has no effect on it.
  */
 export const SERVICE_NODE_ARGS = {
-  login: ['--max-semi-space-size=4', '--max-old-space-size=96'],
-  directory: ['--max-semi-space-size=4', '--max-old-space-size=96'],
+  login: ['--max-semi-space-size=4', '--max-old-space-size=128'],
+  directory: ['--max-semi-space-size=4', '--max-old-space-size=128'],
 } as const;
