@@ -199,11 +199,11 @@ test('upstream: default ports, every trailing slash of the prefix, the agent of 
   b.agent.destroy();
 });
 
-/** A real application that records the Host and target it was sent, or never answers when `silent`. */
+/** A real application that records the Host, target and raw headers it was sent, or never answers when `silent`. */
 async function recordingApp(host: string, silent = false) {
-  const got: Array<{ host?: string; url?: string; method?: string }> = [];
+  const got: Array<{ host?: string; url?: string; method?: string; raw?: string[] }> = [];
   const server = http.createServer((req, res) => {
-    got.push({ host: req.headers.host, url: req.url, method: req.method });
+    got.push({ host: req.headers.host, url: req.url, method: req.method, raw: req.rawHeaders });
     if (!silent) res.end();
   });
   await new Promise<void>((r) => server.listen(0, host, () => r()));
@@ -267,7 +267,7 @@ test('probe: true when the application answers at all (a HEAD of /), false when 
   const app = await recordingApp('127.0.0.1');
   const up = upstream(`http://127.0.0.1:${app.port}/base`, { connectTimeoutMs: 200, timeoutMs: 5000 });
   assert.equal(await probe(up), true);
-  assert.deepEqual(app.got, [{ host: `127.0.0.1:${app.port}`, url: '/base/', method: 'HEAD' }]);
+  assert.deepEqual(app.got.map(({ raw: _raw, ...g }) => g), [{ host: `127.0.0.1:${app.port}`, url: '/base/', method: 'HEAD' }]);
   await app.close();
   assert.equal(await probe(up), false);
   const silent = await recordingApp('127.0.0.1', true);
@@ -316,6 +316,17 @@ test('forward: the application\'s status line reaches the client as sent, reason
   await new Promise((r) => app.close(r));
 });
 
+/** Whether a GET of / through the gateway on `port` gets its whole reply (false when it is cut or fails). */
+function replyComplete(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    http.get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+      res.on('data', () => {});
+      res.on('error', () => resolve(res.complete));
+      res.on('end', () => resolve(res.complete));
+    }).on('error', () => resolve(false));
+  });
+}
+
 test('forward: an application that cuts its reply short cuts the client\'s too (no hang, no false complete reply)', { timeout: 10_000 }, async () => {
   const app = http.createServer((_req, res) => {
     res.writeHead(200, { 'Content-Length': '10' });
@@ -323,14 +334,7 @@ test('forward: an application that cuts its reply short cuts the client\'s too (
   });
   await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()));
   const gw = await forwardingGateway((app.address() as AddressInfo).port);
-  const complete = await new Promise<boolean>((resolve) => {
-    http.get({ host: '127.0.0.1', port: gw.port, path: '/', agent: false }, (res) => {
-      res.on('data', () => {});
-      res.on('error', () => resolve(res.complete));
-      res.on('end', () => resolve(res.complete));
-    }).on('error', () => resolve(false));
-  });
-  assert.equal(complete, false);
+  assert.equal(await replyComplete(gw.port), false);
   await gw.close();
   await new Promise((r) => app.close(r));
 });
@@ -405,30 +409,18 @@ test('only a header named Connection names headers to drop, whatever the length 
   assert.deepEqual(out.slice(0, 6), ['X-Tenth-Hd', 'x-keep', 'X-Other', 'x-keep', 'X-Keep', 'k']);
 });
 
-/** A real application that records every request's raw headers and answers 200. */
-async function rawHeadersApp() {
-  const got: string[][] = [];
-  const server = http.createServer((req, res) => {
-    got.push(req.rawHeaders);
-    res.end();
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return { got, server, port: (server.address() as AddressInfo).port };
-}
-
 const hostsOf = (raw: string[]) => raw.filter((_, i) => i % 2 === 1 && raw[i - 1].toLowerCase() === 'host');
 
 test('openUpstream: exactly one Host reaches the application, the client\'s when it sent one, among other headers', async () => {
-  const app = await rawHeadersApp();
+  const app = await recordingApp('127.0.0.1');
   const up = upstream(`http://127.0.0.1:${app.port}`, { connectTimeoutMs: 1000, timeoutMs: 1000 });
   await exchange(openUpstream(up, { method: 'GET', target: '/', headers: ['X-A', '1', 'Host', 'client.example', 'X-B', '2'] }).request);
   await exchange(openUpstream(up, { method: 'GET', target: '/', headers: ['X-A', '1'] }).request);
   // A name as long as "Host" is not a Host.
   await exchange(openUpstream(up, { method: 'GET', target: '/', headers: ['X-Ab', '1'] }).request);
-  assert.deepEqual(app.got.map(hostsOf), [['client.example'], [`127.0.0.1:${app.port}`], [`127.0.0.1:${app.port}`]]);
+  assert.deepEqual(app.got.map((g) => hostsOf(g.raw!)), [['client.example'], [`127.0.0.1:${app.port}`], [`127.0.0.1:${app.port}`]]);
   up.agent.destroy();
-  app.server.closeAllConnections();
-  await new Promise((r) => app.server.close(r));
+  await app.close();
 });
 
 test('openUpstream over https: real TLS to the application\'s name, and a Host without the default port', { timeout: 10_000 }, async (t) => {
@@ -603,14 +595,7 @@ test('forward: an application that resets its connection mid-reply cuts the clie
     await gw.close();
     await new Promise((r) => app.close(r));
   });
-  const complete = await new Promise<boolean>((resolve) => {
-    http.get({ host: '127.0.0.1', port: gw.port, path: '/', agent: false }, (res) => {
-      res.on('data', () => {});
-      res.on('error', () => resolve(res.complete));
-      res.on('end', () => resolve(res.complete));
-    }).on('error', () => resolve(false));
-  });
-  assert.equal(complete, false);
+  assert.equal(await replyComplete(gw.port), false);
 });
 
 test('forward: complete replies leave the client\'s and the application\'s connections open for the next request', { timeout: 10_000 }, async (t) => {
