@@ -30,6 +30,19 @@ import { forgeExponentOneJws, signUnencodedJws } from './testkit.js';
 const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 const jws = (header: unknown, payload: unknown, sig = 'c2ln') => `${b64(header)}.${b64(payload)}.${sig}`;
 
+/**
+ * A JWS from `signNth` whose signature starts with a zero byte, with that byte
+ * left out (an integer written without it, as PyBrowserID writes DSA signatures).
+ */
+async function withShortSignature(signNth: (i: number) => Promise<string>): Promise<string> {
+  for (let i = 0; i < 20_000; i++) {
+    const [head, payload, sig] = (await signNth(i)).split('.');
+    const bytes = Buffer.from(sig, 'base64url');
+    if (bytes[0] === 0) return `${head}.${payload}.${bytes.subarray(1).toString('base64url')}`;
+  }
+  throw new Error('no signature with a leading zero byte in 20 000 tries');
+}
+
 describe('parseAuthorization', () => {
   test('splits scheme, certificate and assertion; scheme is case-insensitive', () => {
     assert.deepEqual(parseAuthorization('Assertion a.b.c~d.e.f'), { scheme: 'Assertion', certificate: 'a.b.c', assertion: 'd.e.f' });
@@ -623,13 +636,7 @@ describe('createAssertionVerifier: BrowserID DSA keys, support-document issuer k
 
   test('a DS128 signature whose r starts with a zero byte, written without it (as an integer), verifies', async () => {
     const cert = await certificate({ publicKey: ds128.publicKey });
-    let short: string | undefined;
-    for (let i = 0; i < 20_000 && !short; i++) {
-      const [head, payload, sig] = (await assertionBy(ds128, NOW + i)).split('.');
-      const bytes = Buffer.from(sig, 'base64url');
-      if (bytes[0] === 0) short = `${head}.${payload}.${bytes.subarray(1).toString('base64url')}`;
-    }
-    assert.ok(short, 'no signature with a leading zero byte in 20 000 tries');
+    const short = await withShortSignature((i) => assertionBy(ds128, NOW + i));
     assert.equal(Buffer.from(short.split('.')[2], 'base64url').length, 39);
     assert.equal((await verifier.verify(`Assertion ${bundle(cert, short)}`, NOW)).email, 'dsa@example.com');
   });
@@ -871,13 +878,7 @@ describe('assertion.ts: rules the second mutation run found untested', () => {
   test('a DS256 signature whose r starts with a zero byte, written without it (as an integer), verifies', async () => {
     const v = await make([rs.publicJwk]);
     const cert = await certFor(ds256.publicKey);
-    let short: string | undefined;
-    for (let i = 0; i < 20_000 && !short; i++) {
-      const [head, payload, sig] = (await signAssertion(ds256, { audience: AUD, expMs: NOW + 60_000 + i })).split('.');
-      const bytes = Buffer.from(sig, 'base64url');
-      if (bytes[0] === 0) short = `${head}.${payload}.${bytes.subarray(1).toString('base64url')}`;
-    }
-    assert.ok(short, 'no signature with a leading zero byte in 20 000 tries');
+    const short = await withShortSignature((i) => signAssertion(ds256, { audience: AUD, expMs: NOW + 60_000 + i }));
     assert.equal(Buffer.from(short.split('.')[2], 'base64url').length, 63);
     assert.equal((await v.verify(`Assertion ${bundle(cert, short)}`, NOW)).email, 'e@x.example');
   });
