@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { directoryConfig, gatewayConfig, loginConfig, nodeAssignConfig, demoAppConfig, type Env } from '../lib/config.js';
 import { parseCli } from '../cli/args.js';
 import { ensureSecrets } from '../scripts/init-secrets.js';
+import { SERVICE_NODE_ARGS } from '../lib/node-flags.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SCRIPT = path.join(ROOT, 'scripts/check-compose.sh');
@@ -220,6 +221,11 @@ test('every service accepts its resolved compose environment, and the wiring lin
   assert.equal(loginIdp.volume, setupIdp.volume);
   assert.equal(loginIdp.readOnly, true);
   assert.equal(loginEnv.TRUSTED_ISSUERS, `${setup.devIdpDir}/trusted-issuers.json`);
+
+  // Login and the directory run with the node flags npm start and the benchmarks use (lib/node-flags.ts).
+  for (const name of ['login', 'directory'] as const) {
+    assert.deepEqual(svc(name).command, ['node', ...SERVICE_NODE_ARGS[name], `dist/services/${name}/index.js`], name);
+  }
 
   // Each health probe is a valid CLI health command aimed at the port its service listens on.
   const ports: Record<string, number> = {
