@@ -19,6 +19,11 @@ export interface TokenPayload {
   [extra: string]: unknown;
 }
 
+/** A uid a token may name: a live record's. Uids start at 1; 0 marks a deleted account's record. */
+export function isLiveUid(uid: number): boolean {
+  return Number.isSafeInteger(uid) && uid > 0;
+}
+
 function hkdf(ikm: string | Buffer | KeyObject, salt: string, info: string, length: number): Buffer {
   return Buffer.from(hkdfSync('sha256', ikm, salt, info, length));
 }

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BadRequest, InvalidClientState, InvalidGeneration, NewUsersDisabled, TooManyRequests } from '../../lib/errors.js';
-import { assignment, decideLogin, MAX_REPLACED, MAX_SEEN_CLIENT_STATES, requestProblem, type LoginDecision, type LoginInput } from './rules.js';
+import { isLiveUid } from '../../lib/token.js';
+import { assignment, decideLogin, MAX_REPLACED, retirement, MAX_SEEN_CLIENT_STATES, requestProblem, type LoginDecision, type LoginInput } from './rules.js';
 import type { UserRecord } from './store.js';
 
 const NOW = 1_700_000_000_000;
@@ -255,6 +256,20 @@ test('assignment: only for the current uid without a node; releases unreleased r
   assert.equal(a?.released, 1);
   assert.deepEqual(a?.record, { ...fresh, node, version: 4, replaced: [replaced[0], replaced[1], { ...replaced[2], released: true }, replaced[3]] });
   assert.equal(assignment(fresh, 10, 'https://third.example')?.released, 0);
+});
+
+test('assignment: a retired record (uid 0) never gets a node, whatever uid the caller names', () => {
+  const node = 'https://n.example';
+  const retired = retirement(user({ node: '' }), NOW)!;
+  assert.equal(retired.uid, 0);
+  assert.equal(assignment(retired, 0, node), null, 'uid 0 is never assigned');
+  assert.equal(assignment(retired, 10, node), null, 'the uid it had before');
+  assert.equal(assignment(user({ uid: -1, node: '' }), -1, node), null, 'a negative uid');
+});
+
+test('isLiveUid: positive safe integers only', () => {
+  assert.deepEqual([1, 2 ** 53 - 1].map(isLiveUid), [true, true]);
+  assert.deepEqual([0, -1, 1.5, 2 ** 53, Number.NaN].map(isLiveUid), [false, false, false, false, false]);
 });
 
 // Found missing by mutation testing (npm run mutation -- services/directory/rules.ts).

@@ -10,6 +10,7 @@ import {
   TooManyRequests,
   type ProtocolError,
 } from '../../lib/errors.js';
+import { isLiveUid } from '../../lib/token.js';
 import type { UserRecord } from './store.js';
 
 export interface LoginInput {
@@ -211,6 +212,7 @@ export function isRetired(record: UserRecord): boolean {
   return record.uid === RETIRED_UID;
 }
 
+
 export function decideLogin(existing: UserRecord | null, req: LoginInput, now: number, policy: LoginPolicy): LoginDecision {
   if (req.generation !== undefined && !isValidGeneration(req.generation)) {
     return { action: 'reject', error: new InvalidGeneration('generation must be a non-negative integer') };
@@ -277,7 +279,9 @@ export function raisedGeneration(existing: UserRecord, generation: number): User
  * purged. Replaced uids on other nodes keep their slots until then.
  */
 export function assignment(existing: UserRecord, uid: number, node: string): { record: UserRecord; released: number } | null {
-  if (existing.uid !== uid || existing.node !== '') return null;
+  // A retired record (uid 0) gets no node: a login that raced the account's deletion must not
+  // turn it into a live uid 0 that every such race would share.
+  if (!isLiveUid(uid) || existing.uid !== uid || existing.node !== '') return null;
   let released = 0;
   const replaced = existing.replaced.map((r) => {
     if (r.released || r.node !== node) return r;

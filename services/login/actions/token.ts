@@ -10,7 +10,7 @@ import {
   UserNotAllowed,
 } from '../../../lib/errors.js';
 import { isAllowedUser } from '../../../lib/config.js';
-import { accountIdKey, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
+import { accountIdKey, isLiveUid, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
 import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
@@ -110,6 +110,9 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
       // The slot allocated here when another request assigned first, and those
       // of replaced uids on the same node, go back to the node.
       await releaseSlots(app, node, (assigned ? 0 : 1) + released, requestId);
+      // The account was deleted while this login ran: its record has no live uid to mint for.
+      // The client's next login starts it afresh, as if the deletion had come first.
+      if (!isLiveUid(user.uid)) throw new ServiceUnavailable('the account was deleted during this login, try again', config.retryAfter);
     }
     await next();
   };
@@ -128,6 +131,8 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
 
   const mintToken: TokenMiddleware = async function mintToken(ctx) {
     const { version, user, identity } = ctx.state;
+    // Never a token for uid 0 or another non-live uid: every such token would name the same data.
+    if (!isLiveUid(user.uid)) throw new ServiceUnavailable('no live account record to mint for, try again', config.retryAfter);
     const duration = tokenDuration(ctx.query.duration, config.tokenDuration);
     const secret = nodeSecrets(config.masterSecrets, user.node)[0];
     const fxaUid = accountId(identity.email, config.oauthEmailDomain, accountKey);
