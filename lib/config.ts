@@ -26,6 +26,10 @@ export const DEFAULTS = {
   /** How far beyond now an assertion's / a certificate's `exp` may lie (plus the skew), seconds. */
   MAX_ASSERTION_LIFETIME: 600,
   MAX_CERTIFICATE_LIFETIME: 86_400,
+  /** How far beyond now a Bearer access token's `exp` may lie (plus the skew), seconds. */
+  MAX_ACCESS_TOKEN_LIFETIME: 86_400,
+  /** How old (by `iat`) or how far from expiry (by `exp`) a security event token may be, seconds (DESIGN §10). */
+  WEBHOOK_MAX_AGE: 3600,
   /** Certificate claim carrying the generation number. */
   GENERATION_CLAIM: 'fxa-generation',
   /** Deadline of each gRPC call from login, milliseconds. */
@@ -420,6 +424,8 @@ export interface BearerConfig {
   /** OAUTH_ISSUER: the `iss` required, when set. */
   issuer?: string;
   scope: string;
+  /** MAX_ACCESS_TOKEN_LIFETIME, seconds: how far beyond now `exp` may lie. */
+  maxLifetime: number;
 }
 
 export function bearerConfig(env: Env): BearerConfig | undefined {
@@ -428,6 +434,7 @@ export function bearerConfig(env: Env): BearerConfig | undefined {
     jwks: jwksFile(env, 'OAUTH_JWKS'),
     issuer: env.OAUTH_ISSUER?.trim() || undefined,
     scope: str(env, 'OAUTH_SCOPE', DEFAULTS.OAUTH_SCOPE),
+    maxLifetime: int(env, 'MAX_ACCESS_TOKEN_LIFETIME', DEFAULTS.MAX_ACCESS_TOKEN_LIFETIME, 1, 86_400 * 365),
   };
 }
 
@@ -437,6 +444,8 @@ export interface WebhookConfig {
   audience: string;
   /** OAUTH_ISSUER, when set. */
   issuer?: string;
+  /** WEBHOOK_MAX_AGE, seconds: a token is accepted, once, only within this window. */
+  maxAge: number;
 }
 
 export function webhookConfig(env: Env): WebhookConfig | undefined {
@@ -445,6 +454,8 @@ export function webhookConfig(env: Env): WebhookConfig | undefined {
     jwks: jwksFile(env, 'WEBHOOK_JWKS'),
     audience: str(env, 'WEBHOOK_AUDIENCE'),
     issuer: env.OAUTH_ISSUER?.trim() || undefined,
+    // The directory keeps a claim for at most a day (ClaimEventToken): the window plus twice the largest skew fits.
+    maxAge: int(env, 'WEBHOOK_MAX_AGE', DEFAULTS.WEBHOOK_MAX_AGE, 1, 79_200),
   };
 }
 

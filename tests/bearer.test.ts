@@ -4,7 +4,7 @@
 // event tokens signed with jose by keys made here.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -248,6 +248,93 @@ describe('account events webhook (DESIGN §9.4)', () => {
     const noAuth = await httpRequest(`${login.url}/1.0/webhooks/fxa/events`, { method: 'POST', body: '{}' });
     assert.equal(noAuth.status, 401);
     assert.equal((await directoryUser(sub)).generation, 1000, 'no refused event changed the record');
+  });
+
+  function eventToken(sub: string, events: Record<string, unknown>, claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    return signJwt(keys.hook, { iss: ISSUER, aud: WEBHOOK_AUDIENCE, sub, iat: now, jti: randomBytes(8).toString('hex'), events, ...claims }, header);
+  }
+
+  function deliver(token: string, to: RunningLogin = login): Promise<HttpResponse> {
+    return httpRequest(`${to.url}/1.0/webhooks/fxa/events`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: '{}' });
+  }
+
+  test('a delete-user token replayed after the account logged in again changes nothing (200), also through another login', async () => {
+    const sub = newSub();
+    const first = await bearer(sub);
+    assert.equal(first.status, 200, first.text);
+    const token = await eventToken(sub, { [DELETE_USER]: {} });
+    assert.equal((await deliver(token)).status, 200);
+    const again = await bearer(sub);
+    assert.equal(again.status, 200, again.text);
+    assert.notEqual(again.json.uid, first.json.uid);
+    const replica = await sys.startLogin({ OAUTH_JWKS: writeJwks(dir, 'oauth2.json', [keys.rs]), OAUTH_ISSUER: ISSUER, METRICS_HASH_SECRET: METRICS_SECRET, WEBHOOK_JWKS: writeJwks(dir, 'webhook2.json', [keys.hook]), WEBHOOK_AUDIENCE });
+    for (const to of [login, replica]) {
+      const res = await deliver(token, to);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.text, '');
+    }
+    const user = await directoryUser(sub);
+    assert.equal(user.uid, again.json.uid, 'the account keeps its new uid');
+    assert.equal(user.node, NODE);
+    assert.equal((await bearer(sub)).json.uid, again.json.uid);
+  });
+
+  test('freshness: iat within WEBHOOK_MAX_AGE or exp not beyond it; jti required; typ secevent+jwt when present', async () => {
+    const sub = newSub();
+    assert.equal((await bearer(sub, { kca: 1000, generation: 1000 })).status, 200);
+    const now = Math.floor(Date.now() / 1000);
+    const change = (t: number) => ({ [PASSWORD_CHANGE]: { changeTime: t } });
+    const refused: Array<[string, Promise<string>, string]> = [
+      ['iat a year ago, no exp', eventToken(sub, change(9001), { iat: now - 365 * 86_400 }), 'invalid-timestamp'],
+      ['iat two hours ago', eventToken(sub, change(9001), { iat: now - 7200 }), 'invalid-timestamp'],
+      ['iat in the future', eventToken(sub, change(9001), { iat: now + 600 }), 'invalid-timestamp'],
+      ['exp two hours ahead', eventToken(sub, change(9001), { iat: undefined, exp: now + 7200 }), 'invalid-timestamp'],
+      ['neither iat nor exp', eventToken(sub, change(9001), { iat: undefined }), 'invalid-credentials'],
+      ['no jti', eventToken(sub, change(9001), { jti: undefined }), 'invalid-credentials'],
+      ['jti not a string', eventToken(sub, change(9001), { jti: 7 }), 'invalid-credentials'],
+      ['typ JWT', eventToken(sub, change(9001), {}, { typ: 'JWT' }), 'invalid-credentials'],
+    ];
+    for (const [what, pending, statusString] of refused) {
+      const res = await deliver(await pending);
+      assert.equal(res.status, 401, `${what}: ${res.text}`);
+      assert.equal(res.json?.status, statusString, what);
+    }
+    assert.equal((await directoryUser(sub)).generation, 1000, 'no refused token changed the record');
+    const accepted: Array<[string, Promise<string>, number]> = [
+      ['typ secevent+jwt, iat now', eventToken(sub, change(2001), {}, { typ: 'secevent+jwt' }), 2000],
+      ['typ application/secevent+jwt', eventToken(sub, change(3001), {}, { typ: 'application/secevent+jwt' }), 3000],
+      ['exp 50 min ahead, no iat', eventToken(sub, change(4001), { iat: undefined, exp: now + 3000 }), 4000],
+      ['iat 50 min ago', eventToken(sub, change(5001), { iat: now - 3000 }), 5000],
+    ];
+    for (const [what, pending, generation] of accepted) {
+      const res = await deliver(await pending);
+      assert.equal(res.status, 200, `${what}: ${res.text}`);
+      assert.equal((await directoryUser(sub)).generation, generation, what);
+    }
+  });
+
+  test('a delivery that fails gives its claim back: the retry applies', async () => {
+    const sub = newSub();
+    assert.equal((await bearer(sub)).status, 200);
+    const jti = randomBytes(8).toString('hex');
+    const token = await eventToken(sub, { [DELETE_USER]: {} }, { jti });
+    await sys.stop('nodeassign');
+    try {
+      const res = await deliver(token);
+      assert.equal(res.status, 503, res.text);
+    } finally {
+      await sys.startNodeAssign();
+    }
+    // The claim was given back: the directory takes a new claim of the same key.
+    const key = createHash('sha256').update(`${ISSUER}\n${jti}`).digest('hex');
+    const client = grpcClient(DirectoryClient, `127.0.0.1:${sys.directoryPort}`, TEST_AUTH);
+    try {
+      assert.equal((await call(client, client.claimEventToken, { key, expiresAt: Date.now() + 60_000 }, rpcOpts)).first, true);
+      assert.equal((await call(client, client.claimEventToken, { key, expiresAt: Date.now() + 60_000 }, rpcOpts)).first, false);
+    } finally {
+      client.close();
+    }
   });
 
   test('without WEBHOOK_JWKS the endpoint does not exist', async () => {

@@ -142,7 +142,7 @@ test('Bearer: 200, invalid-key-id, invalid-keysChangedAt; the webhook: 200, 400,
       conforms(res, 'POST', '/1.0/webhooks/fxa/events', { status, statusString });
     };
     const now = Math.floor(Date.now() / 1000);
-    const event = await signJwt(hook, { aud: 'https://hook.example', sub, exp: now + 60, events: { 'https://schemas.accounts.firefox.com/event/password-change': { changeTime: 3001 } } });
+    const event = await signJwt(hook, { aud: 'https://hook.example', sub, exp: now + 60, jti: 'openapi-event-1', events: { 'https://schemas.accounts.firefox.com/event/password-change': { changeTime: 3001 } } });
     await post(event, '{}', 200);
     await post(event, '{', 400, 'error');
     await post(token, '{}', 401, 'invalid-credentials');

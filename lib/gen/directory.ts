@@ -251,6 +251,25 @@ export interface RaiseGenerationReply {
   count: number;
 }
 
+export interface ClaimEventTokenRequest {
+  /** Hex SHA-256 of the token's issuer and jti. */
+  key: string;
+  /** ms since epoch: after this the token is refused as stale anyway. */
+  expiresAt: number;
+}
+
+export interface ClaimEventTokenReply {
+  /** False: the key was claimed before and has not expired (a replay). */
+  first: boolean;
+}
+
+export interface ReleaseEventTokenRequest {
+  key: string;
+}
+
+export interface ReleaseEventTokenReply {
+}
+
 function createBaseLoginRequest(): LoginRequest {
   return {
     service: "",
@@ -3294,6 +3313,281 @@ export const RaiseGenerationReply: MessageFns<RaiseGenerationReply> = {
   },
 };
 
+function createBaseClaimEventTokenRequest(): ClaimEventTokenRequest {
+  return { key: "", expiresAt: 0 };
+}
+
+export const ClaimEventTokenRequest: MessageFns<ClaimEventTokenRequest> = {
+  encode(message: ClaimEventTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.expiresAt !== 0) {
+      writer.uint32(16).int64(message.expiresAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ClaimEventTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseClaimEventTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expiresAt = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ClaimEventTokenRequest {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.Number(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.Number(object.expires_at)
+        : 0,
+    };
+  },
+
+  toJSON(message: ClaimEventTokenRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.expiresAt !== 0) {
+      obj.expiresAt = Math.round(message.expiresAt);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ClaimEventTokenRequest>, I>>(base?: I): ClaimEventTokenRequest {
+    return ClaimEventTokenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ClaimEventTokenRequest>, I>>(object: I): ClaimEventTokenRequest {
+    const message = createBaseClaimEventTokenRequest();
+    message.key = object.key ?? "";
+    message.expiresAt = object.expiresAt ?? 0;
+    return message;
+  },
+};
+
+function createBaseClaimEventTokenReply(): ClaimEventTokenReply {
+  return { first: false };
+}
+
+export const ClaimEventTokenReply: MessageFns<ClaimEventTokenReply> = {
+  encode(message: ClaimEventTokenReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.first !== false) {
+      writer.uint32(8).bool(message.first);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ClaimEventTokenReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseClaimEventTokenReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.first = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ClaimEventTokenReply {
+    return { first: isSet(object.first) ? globalThis.Boolean(object.first) : false };
+  },
+
+  toJSON(message: ClaimEventTokenReply): unknown {
+    const obj: any = {};
+    if (message.first !== false) {
+      obj.first = message.first;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ClaimEventTokenReply>, I>>(base?: I): ClaimEventTokenReply {
+    return ClaimEventTokenReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ClaimEventTokenReply>, I>>(object: I): ClaimEventTokenReply {
+    const message = createBaseClaimEventTokenReply();
+    message.first = object.first ?? false;
+    return message;
+  },
+};
+
+function createBaseReleaseEventTokenRequest(): ReleaseEventTokenRequest {
+  return { key: "" };
+}
+
+export const ReleaseEventTokenRequest: MessageFns<ReleaseEventTokenRequest> = {
+  encode(message: ReleaseEventTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseEventTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseEventTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseEventTokenRequest {
+    return { key: isSet(object.key) ? globalThis.String(object.key) : "" };
+  },
+
+  toJSON(message: ReleaseEventTokenRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseEventTokenRequest>, I>>(base?: I): ReleaseEventTokenRequest {
+    return ReleaseEventTokenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseEventTokenRequest>, I>>(object: I): ReleaseEventTokenRequest {
+    const message = createBaseReleaseEventTokenRequest();
+    message.key = object.key ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseEventTokenReply(): ReleaseEventTokenReply {
+  return {};
+}
+
+export const ReleaseEventTokenReply: MessageFns<ReleaseEventTokenReply> = {
+  encode(_: ReleaseEventTokenReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseEventTokenReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseEventTokenReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ReleaseEventTokenReply {
+    return {};
+  },
+
+  toJSON(_: ReleaseEventTokenReply): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseEventTokenReply>, I>>(base?: I): ReleaseEventTokenReply {
+    return ReleaseEventTokenReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseEventTokenReply>, I>>(_: I): ReleaseEventTokenReply {
+    const message = createBaseReleaseEventTokenReply();
+    return message;
+  },
+};
+
 export type DirectoryService = typeof DirectoryService;
 export const DirectoryService = {
   /** Applies the login rules atomically and returns the user's current record. */
@@ -3443,6 +3737,37 @@ export const DirectoryService = {
       Buffer.from(RaiseGenerationReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): RaiseGenerationReply => RaiseGenerationReply.decode(value),
   },
+  /**
+   * Account events are replay-proof (DESIGN §10): the first claim of a
+   * security event token's key (a hash of its issuer and jti) until
+   * `expires_at` wins; later claims of the same key before then are replays.
+   */
+  claimEventToken: {
+    path: "/tokenserver.directory.v1.Directory/ClaimEventToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ClaimEventTokenRequest): Buffer =>
+      Buffer.from(ClaimEventTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ClaimEventTokenRequest => ClaimEventTokenRequest.decode(value),
+    responseSerialize: (value: ClaimEventTokenReply): Buffer =>
+      Buffer.from(ClaimEventTokenReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ClaimEventTokenReply => ClaimEventTokenReply.decode(value),
+  },
+  /**
+   * Gives a claim back when its events could not be applied, so the sender's
+   * retry is not taken for a replay.
+   */
+  releaseEventToken: {
+    path: "/tokenserver.directory.v1.Directory/ReleaseEventToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseEventTokenRequest): Buffer =>
+      Buffer.from(ReleaseEventTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseEventTokenRequest => ReleaseEventTokenRequest.decode(value),
+    responseSerialize: (value: ReleaseEventTokenReply): Buffer =>
+      Buffer.from(ReleaseEventTokenReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReleaseEventTokenReply => ReleaseEventTokenReply.decode(value),
+  },
 } as const;
 
 export interface DirectoryServer extends UntypedServiceImplementation {
@@ -3492,6 +3817,17 @@ export interface DirectoryServer extends UntypedServiceImplementation {
    * live record of the e-mail to `generation`; never lowers it.
    */
   raiseGeneration: handleUnaryCall<RaiseGenerationRequest, RaiseGenerationReply>;
+  /**
+   * Account events are replay-proof (DESIGN §10): the first claim of a
+   * security event token's key (a hash of its issuer and jti) until
+   * `expires_at` wins; later claims of the same key before then are replays.
+   */
+  claimEventToken: handleUnaryCall<ClaimEventTokenRequest, ClaimEventTokenReply>;
+  /**
+   * Gives a claim back when its events could not be applied, so the sender's
+   * retry is not taken for a replay.
+   */
+  releaseEventToken: handleUnaryCall<ReleaseEventTokenRequest, ReleaseEventTokenReply>;
 }
 
 export interface DirectoryClient extends Client {
@@ -3705,6 +4041,45 @@ export interface DirectoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RaiseGenerationReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Account events are replay-proof (DESIGN §10): the first claim of a
+   * security event token's key (a hash of its issuer and jti) until
+   * `expires_at` wins; later claims of the same key before then are replays.
+   */
+  claimEventToken(
+    request: ClaimEventTokenRequest,
+    callback: (error: ServiceError | null, response: ClaimEventTokenReply) => void,
+  ): ClientUnaryCall;
+  claimEventToken(
+    request: ClaimEventTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ClaimEventTokenReply) => void,
+  ): ClientUnaryCall;
+  claimEventToken(
+    request: ClaimEventTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ClaimEventTokenReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Gives a claim back when its events could not be applied, so the sender's
+   * retry is not taken for a replay.
+   */
+  releaseEventToken(
+    request: ReleaseEventTokenRequest,
+    callback: (error: ServiceError | null, response: ReleaseEventTokenReply) => void,
+  ): ClientUnaryCall;
+  releaseEventToken(
+    request: ReleaseEventTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReleaseEventTokenReply) => void,
+  ): ClientUnaryCall;
+  releaseEventToken(
+    request: ReleaseEventTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReleaseEventTokenReply) => void,
   ): ClientUnaryCall;
 }
 

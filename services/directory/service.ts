@@ -9,6 +9,8 @@ import type { Logger } from '../../lib/log.js';
 import type {
   AssignNodeReply,
   AssignNodeRequest,
+  ClaimEventTokenReply,
+  ClaimEventTokenRequest,
   ClaimReplacedReply,
   ClaimReplacedRequest,
   CountUsersReply,
@@ -26,6 +28,8 @@ import type {
   LoginResult,
   RaiseGenerationReply,
   RaiseGenerationRequest,
+  ReleaseEventTokenReply,
+  ReleaseEventTokenRequest,
   RetiredUser,
   RetireUserReply,
   RetireUserRequest,
@@ -242,6 +246,23 @@ export async function raiseGeneration(store: UserStore, req: RaiseGenerationRequ
   return (await changeAccount(store, req.email, '', (r) => raisedGeneration(r, req.generation))).length;
 }
 
+const EVENT_KEY = /^[0-9a-f]{64}$/;
+/** Claims are kept for one token's window; a day bounds what a caller can make the store hold. */
+const MAX_EVENT_CLAIM_MS = 86_400_000;
+
+function checkEventKey(key: string): void {
+  if (!EVENT_KEY.test(key)) throw new BadRequest('key must be 64 lowercase hex characters');
+}
+
+/** DESIGN §10: the first claim of a security event token wins until it expires; false for a replay. */
+export async function claimEventToken(store: UserStore, req: ClaimEventTokenRequest, now = Date.now()): Promise<boolean> {
+  checkEventKey(req.key);
+  if (!Number.isSafeInteger(req.expiresAt) || req.expiresAt <= now || req.expiresAt > now + MAX_EVENT_CLAIM_MS) {
+    throw new BadRequest('expires_at must be in the future, at most a day ahead (ms)');
+  }
+  return store.claimEventToken(req.key, req.expiresAt, now);
+}
+
 /**
  * LoginBatch: each item decided as Login decides it (and logged as a Login
  * with its own request id); one item's error is that item's result.
@@ -290,5 +311,11 @@ export function directoryService(store: UserStore, log: Logger, policy: LoginPol
     claimReplaced: unary<ClaimReplacedRequest, ClaimReplacedReply>(log, 'ClaimReplaced', (req) => claim(store, req)),
     deleteReplaced: unary<DeleteReplacedRequest, DeleteReplacedReply>(log, 'DeleteReplaced', (req) => deleteReplaced(store, req)),
     trimClientStates: unary<TrimClientStatesRequest, TrimClientStatesReply>(log, 'TrimClientStates', (req) => trimClientStates(store, req)),
+    claimEventToken: unary<ClaimEventTokenRequest, ClaimEventTokenReply>(log, 'ClaimEventToken', async (req) => ({ first: await claimEventToken(store, req) })),
+    releaseEventToken: unary<ReleaseEventTokenRequest, ReleaseEventTokenReply>(log, 'ReleaseEventToken', async (req) => {
+      checkEventKey(req.key);
+      await store.releaseEventToken(req.key);
+      return {};
+    }),
   };
 }

@@ -14,6 +14,12 @@ type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> &
   replaced: Array<Omit<ReplacedUser, 'released'> & { released?: boolean }>;
 };
 
+/** A claimed security event token (DESIGN §10); MongoDB's TTL monitor drops it after `expiresAt`. */
+interface EventTokenDoc {
+  _id: string;
+  expiresAt: Date;
+}
+
 interface CounterDoc {
   _id: string;
   value: Long | number;
@@ -55,12 +61,18 @@ export class MongoUserStore implements UserStore {
     private readonly handle: MongoHandle,
     private readonly users: Collection<UserDoc>,
     private readonly counters: Collection<CounterDoc>,
+    private readonly eventTokens: Collection<EventTokenDoc>,
   ) {}
 
   /** Connects (sharing the process's client for that server) and creates indexes and the uid counter if missing. */
   static async open(url: string): Promise<MongoUserStore> {
     const handle = await openMongo(url);
-    const store = new MongoUserStore(handle, handle.db.collection<UserDoc>('users'), handle.db.collection<CounterDoc>('counters'));
+    const store = new MongoUserStore(
+      handle,
+      handle.db.collection<UserDoc>('users'),
+      handle.db.collection<CounterDoc>('counters'),
+      handle.db.collection<EventTokenDoc>('eventTokens'),
+    );
     try {
       await mongoCall(async () => {
         await store.users.createIndexes([
@@ -70,6 +82,8 @@ export class MongoUserStore implements UserStore {
           // RetireUser and RaiseGeneration: every record of one account.
           { key: { email: 1 }, name: 'email' },
         ]);
+        // Claims outlive their window by at most the TTL monitor's period; an expired one is taken over anyway.
+        await store.eventTokens.createIndexes([{ key: { expiresAt: 1 }, name: 'expires_at_ttl', expireAfterSeconds: 0 }]);
         await store.ensureUidCounter();
       });
     } catch (err) {
@@ -181,6 +195,26 @@ export class MongoUserStore implements UserStore {
         ])
         .toArray();
       return mergeCounts(flat(live), flat(replaced));
+    });
+  }
+
+  claimEventToken(key: string, expiresAt: number, now: number): Promise<boolean> {
+    return mongoCall(async () => {
+      try {
+        // Matches only an expired claim (taken over); otherwise the upsert inserts, and a live claim
+        // of the same key makes that insert a duplicate key: a replay.
+        await this.eventTokens.updateOne({ _id: key, expiresAt: { $lte: new Date(now) } }, { $set: { expiresAt: new Date(expiresAt) } }, { upsert: true });
+        return true;
+      } catch (err) {
+        if (isDuplicateKey(err)) return false;
+        throw err;
+      }
+    });
+  }
+
+  releaseEventToken(key: string): Promise<void> {
+    return mongoCall(async () => {
+      await this.eventTokens.deleteOne({ _id: key });
     });
   }
 

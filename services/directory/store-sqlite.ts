@@ -28,6 +28,11 @@ CREATE TABLE IF NOT EXISTS dir_counters (
   value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO dir_counters (name, value) VALUES ('uid', 0);
+CREATE TABLE IF NOT EXISTS dir_event_tokens (
+  key TEXT PRIMARY KEY,
+  expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS dir_event_tokens_expiry ON dir_event_tokens (expires_at);
 `;
 
 interface UserRow {
@@ -129,6 +134,13 @@ export class SqliteUserStore implements UserStore {
         `SELECT u.service AS service, json_extract(r.value, '$.node') AS node, count(*) AS n
          FROM dir_users u, json_each(u.replaced) r WHERE (? = '' OR u.service = ?) GROUP BY 1, 2`,
       ),
+      // Inserted, or an expired claim taken over: one row changed. A live claim: none.
+      claimEvent: db.prepare<[{ key: string; expiresAt: number; now: number }]>(
+        `INSERT INTO dir_event_tokens (key, expires_at) VALUES (@key, @expiresAt)
+         ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at WHERE dir_event_tokens.expires_at <= @now`,
+      ),
+      releaseEvent: db.prepare<[string]>('DELETE FROM dir_event_tokens WHERE key = ?'),
+      expireEvents: db.prepare<[number]>('DELETE FROM dir_event_tokens WHERE expires_at <= ?'),
       ping: db.prepare('SELECT 1'),
     };
   }
@@ -193,6 +205,16 @@ export class SqliteUserStore implements UserStore {
     const live = this.stmts.liveCounts.all(service, service);
     const replaced = this.stmts.replacedCounts.all(service, service);
     return mergeCounts(live, replaced);
+  }
+
+  async claimEventToken(key: string, expiresAt: number, now: number): Promise<boolean> {
+    // Claims of tokens nobody resends are dropped as new ones come, so the table holds one window.
+    this.stmts.expireEvents.run(now);
+    return this.stmts.claimEvent.run({ key, expiresAt, now }).changes === 1;
+  }
+
+  async releaseEventToken(key: string): Promise<void> {
+    this.stmts.releaseEvent.run(key);
   }
 
   async ping(): Promise<void> {

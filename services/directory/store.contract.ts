@@ -313,4 +313,24 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
     for (const ans of answers) if (!(ans instanceof Error)) assert.ok(kept.has(ans.uid), `uid ${ans.uid} was lost`);
     assert.ok(!old.some((r) => kept.has(r.uid)), `old records left: ${JSON.stringify(stored.replaced)}`);
   });
+
+  it('claimEventToken: the first claim wins until it expires; a released or expired claim can be made again', async (store) => {
+    const key = 'a'.repeat(64);
+    const now = 1_700_000_000_000;
+    assert.equal(await store.claimEventToken(key, now + 1000, now), true, 'first');
+    assert.equal(await store.claimEventToken(key, now + 1000, now + 10), false, 'a replay');
+    assert.equal(await store.claimEventToken(key, now + 5000, now + 999), false, 'a replay just before expiry');
+    assert.equal(await store.claimEventToken('b'.repeat(64), now + 1000, now), true, 'another key');
+    assert.equal(await store.claimEventToken(key, now + 9000, now + 1000), true, 'expired: taken over');
+    assert.equal(await store.claimEventToken(key, now + 9500, now + 2000), false, 'the new claim holds');
+    await store.releaseEventToken(key);
+    assert.equal(await store.claimEventToken(key, now + 9000, now + 2000), true, 'released: claimed again');
+    await store.releaseEventToken('c'.repeat(64));
+  });
+
+  it('claimEventToken: of many concurrent claims of one key exactly one wins', async (store) => {
+    const now = Date.now();
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.claimEventToken('d'.repeat(64), now + 60_000, now)));
+    assert.equal(results.filter(Boolean).length, 1);
+  });
 }

@@ -79,6 +79,14 @@ export interface UserStore {
   list(q: ListQuery): Promise<UserRecord[]>;
   /** Live and replaced records per (service, node); `service` '' counts every application. */
   counts(service: string): Promise<NodeCount[]>;
+  /**
+   * Claims a security event token's key until `expiresAt` (ms): true when no
+   * unexpired claim of it exists (the first delivery), false for a replay. An
+   * expired claim is taken over, so the table stays bounded by the window.
+   */
+  claimEventToken(key: string, expiresAt: number, now: number): Promise<boolean>;
+  /** Drops a claim (its events were not applied); nothing when there is none. */
+  releaseEventToken(key: string): Promise<void>;
   /** Reachability check for health endpoints. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -47,6 +47,10 @@ export interface Backends {
   retireUser(email: string, service: string, requestId: string): Promise<RetiredUser[]>;
   /** Password changed (DESIGN §9.4): directory RaiseGeneration; never lowers. Records raised. */
   raiseGeneration(email: string, generation: number, requestId: string): Promise<number>;
+  /** Directory ClaimEventToken: true for the first delivery of a security event token, false for a replay. */
+  claimEventToken(key: string, expiresAt: number, requestId: string): Promise<boolean>;
+  /** Directory ReleaseEventToken: the token's events were not applied, so a redelivery counts as new. */
+  releaseEventToken(key: string, requestId: string): Promise<void>;
   health(): Promise<BackendHealth>;
   close(): void;
 }
@@ -147,6 +151,12 @@ export function connectBackends(
     async raiseGeneration(email, generation, requestId) {
       const { count } = await rpc('directory.RaiseGeneration', directory, directory.raiseGeneration, { email, generation }, requestId);
       return count;
+    },
+    async claimEventToken(key, expiresAt, requestId) {
+      return (await rpc('directory.ClaimEventToken', directory, directory.claimEventToken, { key, expiresAt }, requestId)).first;
+    },
+    async releaseEventToken(key, requestId) {
+      await rpc('directory.ReleaseEventToken', directory, directory.releaseEventToken, { key }, requestId);
     },
     async health() {
       const [d, n] = await Promise.all([serving('directory', directoryHealth), serving('nodeassign', nodeAssignHealth)]);

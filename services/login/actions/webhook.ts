@@ -2,9 +2,11 @@
 // WEBHOOK_JWKS is set. `Authorization: Bearer <security event token>`: the
 // token's claims name the account (`sub`) and its events. Each event is
 // idempotent, so a redelivery changes nothing more.
+import { createHash } from 'node:crypto';
+import { decodeProtectedHeader } from 'jose';
 import type { Middleware } from 'koa';
 import type { WebhookConfig } from '../../../lib/config.js';
-import { BadRequest, InvalidCredentials, PayloadTooLarge } from '../../../lib/errors.js';
+import { BadRequest, InvalidCredentials, InvalidTimestamp, PayloadTooLarge } from '../../../lib/errors.js';
 import { splitAuthorization } from '../authorization.js';
 import { localJwtVerifier } from '../jwks.js';
 import { allowMethods, type LoginDeps } from '../shared.js';
@@ -44,6 +46,48 @@ export function accountEvents(claims: Record<string, unknown>): { sub: string; e
   };
 }
 
+/** Longest `jti` kept: identifiers are short; a larger one is no token FxA sends. */
+const MAX_JTI_LENGTH = 256;
+
+/** The media type of security event tokens (RFC 8417), with or without `application/`. */
+function isSecEventType(typ: unknown): boolean {
+  return typeof typ === 'string' && /^(application\/)?secevent\+jwt$/i.test(typ);
+}
+
+/**
+ * DESIGN §10: a security event token is applied once, and only while fresh. Its
+ * replay key (a hash of issuer and jti) and until when (ms) it could be
+ * accepted, which is how long the directory remembers it. `iat` must lie within
+ * `maxAge` before now and `exp` at most `maxAge` after it (each with the skew),
+ * and one of them must be there. `exp` in the past was refused by the verifier.
+ */
+export function eventTokenWindow(
+  claims: Record<string, unknown>,
+  header: Record<string, unknown>,
+  nowMs: number,
+  skewSeconds: number,
+  maxAgeSeconds: number,
+): { key: string; untilMs: number } {
+  if (header.typ !== undefined && !isSecEventType(header.typ)) throw new InvalidCredentials('token "typ" must be secevent+jwt');
+  const { jti, iss, iat, exp } = claims;
+  if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH) throw new InvalidCredentials(`token needs a "jti" of 1 to ${MAX_JTI_LENGTH} characters`);
+  const skewMs = skewSeconds * 1000;
+  const maxAgeMs = maxAgeSeconds * 1000;
+  let untilMs = Infinity;
+  if (typeof iat === 'number') {
+    if (iat * 1000 - skewMs > nowMs) throw new InvalidTimestamp('token is issued in the future');
+    if (iat * 1000 + maxAgeMs + skewMs < nowMs) throw new InvalidTimestamp(`token is older than ${maxAgeSeconds} s`);
+    untilMs = iat * 1000 + maxAgeMs + skewMs;
+  }
+  if (typeof exp === 'number') {
+    if (exp * 1000 - skewMs > nowMs + maxAgeMs) throw new InvalidTimestamp(`token expires more than ${maxAgeSeconds} s ahead`);
+    untilMs = Math.min(untilMs, exp * 1000 + skewMs);
+  }
+  if (untilMs === Infinity) throw new InvalidCredentials('token needs "iat" or "exp"');
+  const key = createHash('sha256').update(`${typeof iss === 'string' ? iss : ''}\n${jti}`).digest('hex');
+  return { key, untilMs: Math.max(Math.ceil(untilMs), nowMs + 1) };
+}
+
 /** A JSON body or none: anything else is malformed (400). */
 async function checkBody(req: NodeJS.ReadableStream): Promise<void> {
   let size = 0;
@@ -72,9 +116,29 @@ export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middle
     // Checked even though the event is in the token, so a truncated delivery is a 400, not a silent 200.
     await checkBody(ctx.req);
     const claims = await verifyJwt(credentials, { audience: webhook.audience, issuer: webhook.issuer, clockTolerance: config.assertionSkew });
+    const { key, untilMs } = eventTokenWindow(claims, decodeProtectedHeader(credentials), Date.now(), config.assertionSkew, webhook.maxAge);
     const { sub, events } = accountEvents(claims);
     const email = `${sub}@${config.oauthEmailDomain}`;
     const requestId = ctx.state.requestId as string;
+    // A replay is answered 200, so a sender that retries stops; it changes nothing.
+    if (!(await backends.claimEventToken(key, untilMs, requestId))) {
+      log.warn({ requestId, event: 'replay' }, 'account event token delivered again: ignored');
+      ctx.status = 200;
+      ctx.body = '';
+      return;
+    }
+    try {
+      await applyEvents(email, events, requestId);
+    } catch (err) {
+      // Not applied (or not wholly; each event is idempotent): the sender's retry must count as new.
+      await backends.releaseEventToken(key, requestId).catch((e: Error) => log.warn({ requestId, err: e.message }, 'could not release an account event token claim'));
+      throw err;
+    }
+    ctx.status = 200;
+    ctx.body = '';
+  };
+
+  async function applyEvents(email: string, events: AccountEvent[], requestId: string): Promise<void> {
     for (const event of events) {
       if (event.kind === 'delete-user') {
         const retired = await backends.retireUser(email, '', requestId);
@@ -86,8 +150,6 @@ export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middle
         log.info({ requestId, event: event.uri.slice(0, 200) }, 'account event ignored');
       }
     }
-    ctx.status = 200;
-    ctx.body = '';
-  };
+  }
   return [allowMethods(['POST']), handleEvents];
 }
