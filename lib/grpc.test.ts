@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
 import { DirectoryClient } from './gen/directory.js';
-import { call, CLIENT_OPTIONS, grpcClient, secretMatches } from './grpc.js';
+import { call, CLIENT_OPTIONS, grpcClient, MAX_HEALTH_WATCHES_PER_PEER, peerAddress, secretMatches, startServer } from './grpc.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
 import { makePki } from '../tests/support/tls.js';
@@ -99,4 +99,43 @@ test('mutual TLS: a client with a certificate but without the secret is UNAUTHEN
     health.close();
   }
   await assert.rejects(healthStatus(server.port, ''));
+});
+
+test('peerAddress: the peer without its port', () => {
+  assert.equal(peerAddress('127.0.0.1:5000'), '127.0.0.1');
+  assert.equal(peerAddress('[::1]:5000'), '[::1]');
+  assert.equal(peerAddress('unix:/tmp/s'), 'unix:/tmp/s');
+});
+
+test('health Watch streams need no secret, and one address may hold at most MAX_HEALTH_WATCHES_PER_PEER of them', async () => {
+  const running = await startServer([], '127.0.0.1', 0, TEST_AUTH);
+  const client = new HealthClient(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure(), CLIENT_OPTIONS);
+  const streams: grpc.ClientReadableStream<unknown>[] = [];
+  /** Opens a Watch: its first status, or the error that ended it. */
+  const watch = () =>
+    new Promise<{ status?: string; code?: number }>((resolve) => {
+      const stream = client.watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
+      streams.push(stream);
+      stream.once('data', (m: { status: string }) => resolve({ status: m.status }));
+      stream.once('error', (e: grpc.ServiceError) => resolve({ code: e.code }));
+    });
+  try {
+    for (let i = 0; i < MAX_HEALTH_WATCHES_PER_PEER; i++) assert.deepEqual(await watch(), { status: 'SERVING' });
+    assert.deepEqual(await watch(), { code: grpc.status.RESOURCE_EXHAUSTED });
+    // Check calls are not counted.
+    const check = await new Promise<{ status: string }>((resolve, reject) => client.check({ service: '' }, (e: Error | null, r: { status: string }) => (e ? reject(e) : resolve(r))));
+    assert.equal(check.status, 'SERVING');
+    // A closed watch frees its place.
+    streams[0].cancel();
+    let reopened = false;
+    for (let i = 0; i < 50 && !reopened; i++) {
+      reopened = (await watch()).status === 'SERVING';
+      if (!reopened) await new Promise((res) => setTimeout(res, 20));
+    }
+    assert.ok(reopened, 'a cancelled watch frees its place');
+  } finally {
+    for (const s of streams) s.cancel();
+    client.close();
+    await running.close();
+  }
 });

@@ -208,6 +208,53 @@ function requireSecret(secret: string, log: Logger): grpc.ServerInterceptor {
   };
 }
 
+const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
+/** Health Watch streams one peer address may hold open: they need no secret, and each holds server memory. */
+export const MAX_HEALTH_WATCHES_PER_PEER = 16;
+
+/** The address of a grpc-js peer string (`host:port`, `[v6]:port`), without the port. */
+export function peerAddress(peer: string): string {
+  return peer.replace(/:\d+$/, '');
+}
+
+/** Caps the open health Watch streams per peer address; one more is RESOURCE_EXHAUSTED before the handler runs. */
+function capHealthWatches(limit: number, log: Logger): grpc.ServerInterceptor {
+  const open = new Map<string, number>();
+  return (method, call) => {
+    if (method.path !== HEALTH_WATCH_PATH) return new grpc.ServerInterceptingCall(call);
+    const address = peerAddress(call.getPeer());
+    let counted = false;
+    const done = () => {
+      if (!counted) return;
+      counted = false;
+      const n = (open.get(address) ?? 1) - 1;
+      if (n > 0) open.set(address, n);
+      else open.delete(address);
+    };
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, mdNext) => {
+            const n = open.get(address) ?? 0;
+            if (n >= limit) {
+              log.warn({ method: method.path, peer: address, open: n }, 'rpc refused: too many health watches');
+              call.sendStatus({ code: grpc.status.RESOURCE_EXHAUSTED, details: `at most ${limit} health watches per address` });
+              return;
+            }
+            open.set(address, n + 1);
+            counted = true;
+            mdNext(metadata);
+          },
+          onCancel: done,
+        }),
+      sendStatus: (status, next) => {
+        done();
+        next(status);
+      },
+    });
+  };
+}
+
 function serverCredentials(tls: GrpcTls | undefined): grpc.ServerCredentials {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   // true: a client without a certificate signed by the CA is refused during the handshake.
@@ -262,7 +309,8 @@ export async function startServer(
   port: number,
   auth: GrpcAuth,
 ): Promise<RunningServer> {
-  const server = new grpc.Server({ interceptors: [requireSecret(auth.internalSecret, logger('grpc'))] });
+  const log = logger('grpc');
+  const server = new grpc.Server({ interceptors: [requireSecret(auth.internalSecret, log), capHealthWatches(MAX_HEALTH_WATCHES_PER_PEER, log)] });
   const statuses: Record<string, 'SERVING'> = { '': 'SERVING' };
   for (const s of services) {
     server.addService(s.definition, s.implementation);

@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { call, grpcClient } from '../lib/grpc.js';
@@ -125,6 +126,8 @@ describe('Bearer (DESIGN §9.1, §9.3)', () => {
       ['sub too long', { claims: { sub: 'a'.repeat(65) } }, 'invalid-credentials'],
       ['no exp', { claims: { exp: undefined } }, 'invalid-credentials'],
       ['expired', { claims: { exp: now - 3600 } }, 'invalid-timestamp'],
+      ['issued in the future beyond the skew', { claims: { iat: now + 600 } }, 'invalid-timestamp'],
+      ['exp beyond MAX_ACCESS_TOKEN_LIFETIME', { claims: { exp: now + 86_400 + 3600 } }, 'invalid-timestamp'],
       ['fxa-generation not an integer', { claims: { 'fxa-generation': 1.5 } }, 'invalid-generation'],
       ['no X-KeyID', { headers: { 'X-KeyID': undefined } }, 'invalid-key-id'],
       ['X-KeyID not visible ASCII', { headers: { 'X-KeyID': '1000-qq\u00e9' } }, 'invalid-key-id'],
@@ -141,6 +144,31 @@ describe('Bearer (DESIGN §9.1, §9.3)', () => {
       assert.ok(['error', 'invalid-credentials'].includes(res.json.status), `${h}: ${res.text}`);
     }
     assert.equal(await directoryUserOrNull(sub), null, 'no refusal created a record');
+  });
+
+  test('iat within the skew and exp up to MAX_ACCESS_TOKEN_LIFETIME ahead are accepted', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    assert.equal((await bearer(newSub(), { claims: { iat: now + 30 } })).status, 200);
+    assert.equal((await bearer(newSub(), { claims: { exp: now + 86_400 - 60 } })).status, 200);
+  });
+
+  test('two Authorization headers are a 400 at login and at the webhook, whichever comes first', async () => {
+    const token = await accessToken(keys.rs, newSub(), { iss: ISSUER });
+    for (const [method, target] of [['GET', '/1.0/sync/1.5'], ['POST', '/1.0/webhooks/fxa/events']]) {
+      const res = await new Promise<{ status: number; json: any }>((resolve, reject) => {
+        const url = new URL(login.url);
+        const req = http.request({ host: url.hostname, port: url.port, method, path: target, headers: { Authorization: [`Bearer ${token}`, 'Bearer x.y.z'], 'X-KeyID': keyIdHeader(1000, 'aaaa') } }, (r) => {
+          let text = '';
+          r.on('data', (c: Buffer) => (text += c));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, json: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      assert.equal(res.status, 400, `${method} ${target}`);
+      assert.equal(res.json.status, 'error');
+      assert.equal(res.json.errors[0].name, 'Authorization');
+    }
   });
 
   test('the assertion schemes still work beside Bearer; an unknown scheme lists all three challenges', async () => {

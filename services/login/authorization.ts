@@ -3,7 +3,8 @@
 // step is one linear pass (native trims and single-class regexes): the old
 // `[ \t]+(\S*)[ \t]*$` tried every split of a run of blanks, ~220 ms for 15 KB
 // of spaces (bench/parse.ts).
-import { InvalidCredentials, Unauthorized } from '../../lib/errors.js';
+import type { IncomingMessage } from 'node:http';
+import { BadRequest, InvalidCredentials, Unauthorized } from '../../lib/errors.js';
 
 /** Larger credentials are refused before any decoding. */
 export const MAX_CREDENTIALS_LENGTH = 16_384;
@@ -31,4 +32,18 @@ export function splitAuthorization(header: string | undefined): { name: string; 
   }
   if (credentials.length > MAX_CREDENTIALS_LENGTH) throw new InvalidCredentials('credentials too large');
   return { name, credentials };
+}
+
+/**
+ * The request's Authorization header, or undefined when absent or empty. Sent twice it is a 400: node
+ * keeps only the first, so a proxy that reads the last would authorise another
+ * caller than we do (the gateway refuses it too).
+ */
+export function authorizationOf(req: Pick<IncomingMessage, 'rawHeaders' | 'headers'>): string | undefined {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i].toLowerCase() === 'authorization') count++;
+  }
+  if (count > 1) throw new BadRequest('Authorization must be sent once', { location: 'header', field: 'Authorization' });
+  return req.headers.authorization || undefined;
 }

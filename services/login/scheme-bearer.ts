@@ -3,7 +3,7 @@
 // state>`. On when OAUTH_JWKS is set. The checks of claims and X-KeyID are
 // pure functions; the signature and times are jose's (jwks.ts).
 import { InvalidClientState, InvalidCredentials, InvalidKeyId } from '../../lib/errors.js';
-import { base64UrlDecode, parseGeneration } from './assertion.js';
+import { base64UrlDecode, checkTimes, parseGeneration } from './assertion.js';
 import { localJwtVerifier } from './jwks.js';
 import type { SchemeFactory } from './schemes.js';
 
@@ -71,6 +71,15 @@ export const bearerScheme: SchemeFactory = async (config) => {
         clockTolerance: config.assertionSkew,
         currentDate: request.nowMs === undefined ? undefined : new Date(request.nowMs),
       });
+      // jose checked the types and that exp has not passed; these bound the token's life from the other side.
+      const nowMs = request.nowMs ?? Date.now();
+      checkTimes(
+        { expMs: (payload.exp as number) * 1000, iatMs: payload.iat === undefined ? undefined : payload.iat * 1000 },
+        nowMs,
+        config.assertionSkew * 1000,
+        bearer.maxLifetime * 1000,
+        'access token',
+      );
       const { sub, generation } = accessTokenClaims(payload, bearer.scope);
       const keyId = parseKeyId(request.header(KEY_ID_HEADER));
       checkClientStateHeader(request.header('X-Client-State'), keyId);

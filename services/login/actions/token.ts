@@ -14,6 +14,7 @@ import { accountIdKey, isLiveUid, makeToken, metricsHashKey, newSalt, nodeSecret
 import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
 import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { authorizationOf } from '../authorization.js';
 import type { Identity } from '../schemes.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
@@ -66,7 +67,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
 
   /** The scheme named in Authorization verifies the credentials (schemes.ts). */
   const authenticate: TokenMiddleware = async function authenticate(ctx, next) {
-    const identity = await auth.authenticate({ authorization: ctx.get('Authorization') || undefined, header: (name) => ctx.get(name) || undefined });
+    const identity = await auth.authenticate({ authorization: authorizationOf(ctx.req), header: (name) => ctx.get(name) || undefined });
     ctx.state.identity = identity;
     // Bearer names the client state in X-KeyID (checked against X-Client-State there).
     if (identity.clientState !== undefined) ctx.state.clientState = identity.clientState;

@@ -7,7 +7,7 @@ import { decodeProtectedHeader } from 'jose';
 import type { Middleware } from 'koa';
 import type { WebhookConfig } from '../../../lib/config.js';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, PayloadTooLarge } from '../../../lib/errors.js';
-import { splitAuthorization } from '../authorization.js';
+import { authorizationOf, splitAuthorization } from '../authorization.js';
 import { localJwtVerifier } from '../jwks.js';
 import { allowMethods, type LoginDeps } from '../shared.js';
 
@@ -111,7 +111,7 @@ export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middle
   const { config, backends, log } = deps;
 
   const handleEvents: Middleware = async function handleEvents(ctx) {
-    const { name, credentials } = splitAuthorization(ctx.get('Authorization') || undefined);
+    const { name, credentials } = splitAuthorization(authorizationOf(ctx.req));
     if (name.toLowerCase() !== 'bearer' || credentials === '') throw new InvalidCredentials('expected Authorization: Bearer <security event token>');
     // Checked even though the event is in the token, so a truncated delivery is a 400, not a silent 200.
     await checkBody(ctx.req);
