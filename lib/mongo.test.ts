@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
-import { MongoNetworkError, MongoServerError, MongoTopologyClosedError } from 'mongodb';
+import { MongoClient, MongoNetworkError, MongoServerError, MongoTopologyClosedError } from 'mongodb';
 import { ConfigError, ServiceUnavailable } from './errors.js';
 import { clientOptions, DEFAULT_DATABASE, isDuplicateKey, isUnavailable, mongoCall, openMongo, parseMongoUrl } from './mongo.js';
 import { MongoUserStore } from '../services/directory/store-mongo.js';
@@ -40,6 +40,20 @@ test('clientOptions: short timeouts unless the URL sets them', () => {
   assert.equal(given.serverSelectionTimeoutMS, undefined, 'left to the URL');
   assert.equal(given.connectTimeoutMS, undefined, 'option names are case-insensitive');
   assert.equal(given.socketTimeoutMS, 10_000);
+});
+
+test('clientOptions: majority, journaled writes and primary reads unless the URL sets them; they reach the driver', async () => {
+  const defaults = clientOptions('mongodb://h/');
+  assert.deepEqual([defaults.w, defaults.journal, defaults.readPreference], ['majority', true, 'primary']);
+  const given = clientOptions('mongodb://h/?w=1&J=false&readPreference=secondaryPreferred');
+  assert.deepEqual([given.w, given.journal, given.readPreference], [undefined, undefined, undefined], 'left to the URL (j is journal)');
+  const client = new MongoClient('mongodb://127.0.0.1:1/', clientOptions('mongodb://127.0.0.1:1/'));
+  assert.deepEqual({ w: client.writeConcern?.w, journal: client.writeConcern?.journal }, { w: 'majority', journal: true });
+  assert.equal(client.readPreference.mode, 'primary');
+  const url = 'mongodb://127.0.0.1:1/?w=2&journal=false';
+  const overridden = new MongoClient(url, clientOptions(url));
+  assert.deepEqual({ w: overridden.writeConcern?.w, journal: overridden.writeConcern?.journal }, { w: 2, journal: false });
+  await Promise.all([client.close(), overridden.close()]);
 });
 
 test('isUnavailable: network and shutdown errors (server selection: see the open test below); not request errors', () => {

@@ -30,6 +30,21 @@ export const MONGO_TIMEOUTS: Readonly<Record<string, number>> = {
   waitQueueTimeoutMS: 2000,
 };
 
+/**
+ * DESIGN §12: writes that decide (user creation, compare-and-set, counters,
+ * allocation) are acknowledged by a majority, journaled, so a failover never
+ * takes back an answer already given; reads go to the primary, which saw them.
+ * Each is a URL option of the same name, and the URL's own value wins.
+ */
+export const MONGO_CONSISTENCY: Readonly<Record<string, string | boolean>> = {
+  w: 'majority',
+  journal: true,
+  readPreference: 'primary',
+};
+
+/** URL spellings of the same options (the driver reads `j` as `journal`). */
+const SAME_OPTION: Readonly<Record<string, string>> = { j: 'journal' };
+
 export interface MongoUrl {
   /** The URL without the database path: what one client connects to. */
   server: string;
@@ -54,12 +69,12 @@ export function parseMongoUrl(url: string): MongoUrl {
   return { server: `${m[1]}/${m[3] ?? ''}`, database };
 }
 
-/** Our timeouts, except those the URL sets itself. */
+/** Our timeouts and consistency defaults, except those the URL sets itself. */
 export function clientOptions(server: string): MongoClientOptions {
   const query = server.includes('?') ? server.slice(server.indexOf('?') + 1).toLowerCase() : '';
-  const given = new Set(query.split('&').map((kv) => kv.split('=')[0]));
+  const given = new Set(query.split('&').map((kv) => kv.split('=')[0]).map((name) => SAME_OPTION[name] ?? name));
   const options: MongoClientOptions = { appName: 'tokenserver' };
-  for (const [name, value] of Object.entries(MONGO_TIMEOUTS)) {
+  for (const [name, value] of Object.entries({ ...MONGO_TIMEOUTS, ...MONGO_CONSISTENCY })) {
     if (!given.has(name.toLowerCase())) (options as Record<string, unknown>)[name] = value;
   }
   return options;
