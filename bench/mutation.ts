@@ -8,7 +8,7 @@
 //
 // Prints the score per file and every surviving mutant; the HTML report of each
 // run goes to dist/mutation/<file>.html. Survivors are killed by a test or
-// explained in the README ("Mutation testing").
+// explained in docs/testing.md ("Mutation testing").
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

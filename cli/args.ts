@@ -132,7 +132,7 @@ const PURGE_LEASE_MS = 10 * 60_000;
 /** The SQLite file STORE_URL names; a MongoDB store is backed up with mongodump. */
 function sqliteFile(env: Env): string {
   const u = storeUrl(env);
-  if (!u.startsWith('sqlite:')) throw new UsageError('STORE_URL is a MongoDB: back it up with mongodump (README "Operating it")');
+  if (!u.startsWith('sqlite:')) throw new UsageError('STORE_URL is a MongoDB: back it up with mongodump (docs/operating.md, "Backup and restore")');
   return u.slice('sqlite:'.length);
 }
 

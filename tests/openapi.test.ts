@@ -151,6 +151,11 @@ test('Bearer: 200, invalid-key-id, invalid-keysChangedAt; the webhook: 200, 400,
   }
 });
 
+test('the webhook answers 404 where it is not enabled (no WEBHOOK_JWKS, as under npm start)', async () => {
+  const res = await httpRequest(`${sys.login.url}/1.0/webhooks/fxa/events`, { method: 'POST', headers: { Authorization: 'Bearer abc' }, body: '{}' });
+  conforms(res, 'POST', '/1.0/webhooks/fxa/events', { status: 404, statusString: 'error' });
+});
+
 test('heartbeat 503 while a backend is down', async () => {
   await sys.stop('nodeassign');
   const res = await get('/__heartbeat__', {}, { status: 503, statusString: 'error' });
