@@ -11,9 +11,9 @@ import { MongoClient } from 'mongodb';
 import { MongoUserStore } from './store-mongo.js';
 import { openUserStore } from './open-store.js';
 import { sampleUser, userStoreContract } from './store.contract.js';
-import { containerMongo, envMongo, freshDatabase, type MongoTarget } from '../../tests/support/mongo.js';
+import { containerMongo, envFerret, envMongo, freshDatabase, type MongoTarget } from '../../tests/support/mongo.js';
 
-const targets = [envMongo(), await containerMongo()];
+const targets = [envMongo(), envFerret(), await containerMongo()];
 after(() => Promise.all(targets.map((t) => t.stop())));
 
 for (const target of targets) {

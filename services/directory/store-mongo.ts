@@ -14,7 +14,7 @@ type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> &
   replaced: Array<Omit<ReplacedUser, 'released'> & { released?: boolean }>;
 };
 
-/** A claimed security event token (DESIGN §10); MongoDB's TTL monitor drops it after `expiresAt`. */
+/** A claimed security event token (DESIGN §10), kept until `expiresAt`. */
 interface EventTokenDoc {
   _id: string;
   expiresAt: Date;
@@ -82,8 +82,9 @@ export class MongoUserStore implements UserStore {
           // RetireUser and RaiseGeneration: every record of one account.
           { key: { email: 1 }, name: 'email' },
         ]);
-        // Claims outlive their window by at most the TTL monitor's period; an expired one is taken over anyway.
-        await store.eventTokens.createIndexes([{ key: { expiresAt: 1 }, name: 'expires_at_ttl', expireAfterSeconds: 0 }]);
+        // claimEventToken sweeps expired claims itself (as on SQLite): a TTL index would do it too on
+        // MongoDB, but FerretDB has none, and account events are rare enough for a sweep per claim.
+        await store.eventTokens.createIndexes([{ key: { expiresAt: 1 }, name: 'expires_at' }]);
         await store.ensureUidCounter();
       });
     } catch (err) {
@@ -200,6 +201,7 @@ export class MongoUserStore implements UserStore {
 
   claimEventToken(key: string, expiresAt: number, now: number): Promise<boolean> {
     return mongoCall(async () => {
+      await this.eventTokens.deleteMany({ expiresAt: { $lte: new Date(now) } });
       try {
         // Matches only an expired claim (taken over); otherwise the upsert inserts, and a live claim
         // of the same key makes that insert a duplicate key: a replay.

@@ -20,7 +20,7 @@ import { openNodeStore } from './open-store.js';
 import { nodeStoreContract, sampleNode } from './store.contract.js';
 import { MongoUserStore } from '../directory/store-mongo.js';
 import { sampleUser } from '../directory/store.contract.js';
-import { containerMongo, envMongo, freshDatabase, type MongoTarget } from '../../tests/support/mongo.js';
+import { containerMongo, envFerret, envMongo, freshDatabase, type MongoTarget } from '../../tests/support/mongo.js';
 
 test('loadRatio: load over capacity; a node without capacity counts as full', () => {
   assert.equal(loadRatio(0, 10), 0);
@@ -30,7 +30,7 @@ test('loadRatio: load over capacity; a node without capacity counts as full', ()
   assert.equal(loadRatio(3, 0), 1);
 });
 
-const targets = [envMongo(), await containerMongo()];
+const targets = [envMongo(), envFerret(), await containerMongo()];
 after(() => Promise.all(targets.map((t) => t.stop())));
 
 /** Writes a node document directly, bypassing the store (to fake states the store never writes). */

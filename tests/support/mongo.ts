@@ -68,19 +68,34 @@ async function dropCreated(url: string): Promise<void> {
   }
 }
 
-/** The server MONGODB_URL names (scripts/test.sh sets it when the compatible server is installed). */
-export function envMongo(): MongoTarget {
-  const url = process.env.MONGODB_URL?.trim() || null;
-  const target: MongoTarget = {
-    name: 'mongodb (MONGODB_URL)',
+/** The server an environment variable names, or a target that skips with `unset` as the reason. */
+function envTarget(variable: string, name: string, unset: string): MongoTarget {
+  const url = process.env[variable]?.trim() || null;
+  return {
+    name,
     url,
-    skipReason: url
-      ? ''
-      : 'MONGODB_URL is not set: install the MongoDB-compatible server with `bash scripts/compat-mongo.sh install` ' +
-        '(npm test then starts it), or point MONGODB_URL at a MongoDB',
+    skipReason: url ? '' : unset,
     stop: () => (url ? dropCreated(url) : Promise.resolve()),
   };
-  return target;
+}
+
+/** The server MONGODB_URL names (scripts/test.sh sets it when the compatible server is installed). */
+export function envMongo(): MongoTarget {
+  return envTarget(
+    'MONGODB_URL',
+    'mongodb (MONGODB_URL)',
+    'MONGODB_URL is not set: install the MongoDB-compatible server with `bash scripts/compat-mongo.sh install` ' +
+      '(npm test then starts it), or point MONGODB_URL at a MongoDB',
+  );
+}
+
+/** FerretDB, the second MongoDB-compatible server, at FERRETDB_URL (scripts/test.sh sets it when it is built). */
+export function envFerret(): MongoTarget {
+  return envTarget(
+    'FERRETDB_URL',
+    'ferretdb (FERRETDB_URL)',
+    'FERRETDB_URL is not set: build FerretDB with `bash scripts/compat-ferretdb.sh install` (Go; npm test then starts it)',
+  );
 }
 
 /** A started container's target: stop() drops the databases handed out, then removes what was started. */
