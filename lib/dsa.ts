@@ -3,7 +3,7 @@
 // SHA-256), signatures r || s as fixed-width big-endian bytes (PyBrowserID's
 // browserid/crypto). node:crypto cannot import a DSA JWK, so the key goes in
 // as a SubjectPublicKeyInfo built here with a few lines of DER.
-import { createPublicKey, type KeyObject } from 'node:crypto';
+import { checkPrimeSync, createPublicKey, type KeyObject } from 'node:crypto';
 
 export type DsaAlgorithm = 'DS128' | 'DS256';
 
@@ -56,12 +56,32 @@ function hexMember(o: Record<string, unknown>, name: string, maxHexDigits: numbe
   return BigInt(`0x${v}`);
 }
 
+/** Answers of isPrime, by value: keys mostly share a few published parameter sets. */
+const primality = new Map<bigint, boolean>();
+const PRIMALITY_CACHE_LIMIT = 1000;
+
+/**
+ * Whether `n` is prime (OpenSSL's Miller–Rabin, error below 2^-128); remembered,
+ * since a 256-bit test costs about a millisecond.
+ */
+export function isPrime(n: bigint): boolean {
+  let known = primality.get(n);
+  if (known === undefined) {
+    if (primality.size >= PRIMALITY_CACHE_LIMIT) primality.clear();
+    known = checkPrimeSync(n);
+    primality.set(n, known);
+  }
+  return known;
+}
+
 /**
  * Checks a key in BrowserID's DS form; throws TypeError saying why it is not
- * usable. Beyond the two sizes: 1 < g < p and 1 < y < p, q divides p − 1, and
- * g and y lie in the subgroup of order q. With g or y of order 1 or 2 (1 or
- * p − 1) anyone could make signatures that verify. Primality of p and q is not
- * checked (too costly per certificate); a trusted issuer certified the key.
+ * usable. Beyond the two sizes: 1 < g < p and 1 < y < p, q divides p − 1, q is
+ * prime (so odd: it has 160 or 256 bits), and g and y lie in the subgroup of
+ * order q. With g or y of order 1 or 2 (1 or p − 1), or an even q that p − 1
+ * itself satisfies, anyone could make signatures that verify. The primality of
+ * p is not tested (a 2048-bit test costs over 100 ms per certificate); a
+ * trusted issuer certified the key.
  */
 export function parseDsaPublicKey(o: Record<string, unknown>): DsaPublicKey {
   const p = hexMember(o, 'p', 512);
@@ -73,6 +93,7 @@ export function parseDsaPublicKey(o: Record<string, unknown>): DsaPublicKey {
   if (g <= 1n || g >= p) throw new TypeError('"g" must be between 1 and p (exclusive)');
   if (y <= 1n || y >= p) throw new TypeError('"y" must be between 1 and p (exclusive)');
   if ((p - 1n) % q !== 0n) throw new TypeError('q must divide p - 1');
+  if (!isPrime(q)) throw new TypeError('q must be an odd prime');
   if (modPow(g, q, p) !== 1n) throw new TypeError('"g" must generate the subgroup of order q');
   if (modPow(y, q, p) !== 1n) throw new TypeError('"y" must lie in the subgroup of order q');
   return new DsaPublicKey(alg, p, q, g, y);
