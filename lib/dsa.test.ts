@@ -2,7 +2,7 @@
 // for node:crypto, and the signature encoding; keys made by node:crypto.
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import {
   browserIdDsaFromKeyObject,
   DSA_SIZES,
@@ -138,6 +138,31 @@ describe('dsaSpki / dsaKeyObject', () => {
       const signature = sign(digest, Buffer.from('m'), { key: privateKey, dsaEncoding: 'ieee-p1363' });
       assert.equal(verify(digest, Buffer.from('m'), { key: dsaKeyObject(k), dsaEncoding: 'ieee-p1363' }, signature), true, alg);
       assert.equal(verify(digest, Buffer.from('n'), { key: dsaKeyObject(k), dsaEncoding: 'ieee-p1363' }, signature), false, `${alg}: another message`);
+    }
+  });
+});
+
+describe('dsaSpki: DER edge cases, round-tripped through node:crypto', () => {
+  test('integers of 127, 128, 255 and 256 bytes (the length-form boundaries), with and without a zero prefix, and of odd hex length', () => {
+    const { ds } = keys.DS256;
+    const [p, q, g] = [big(ds.p), big(ds.q), big(ds.g)];
+    // y is not checked here (no parse): only its encoding is. Each value's DER content length is named.
+    const values: Array<[bigint, number]> = [
+      [0x123n, 2],
+      [(1n << BigInt(8 * 127 - 2)) + 1n, 127],
+      [1n << BigInt(8 * 127 - 1), 128],
+      [(1n << BigInt(8 * 128 - 4)) + 5n, 128],
+      [1n << BigInt(8 * 255 - 1), 256],
+      [(1n << BigInt(8 * 255 - 2)) + 3n, 255],
+      [(1n << BigInt(8 * 256 - 2)) + 7n, 256],
+    ];
+    for (const [y, contentLength] of values) {
+      const der = dsaSpki(new DsaPublicKey('DS256', p, q, g, y));
+      const key = createPublicKey({ key: der, format: 'der', type: 'spki' });
+      assert.deepEqual(key.export({ format: 'der', type: 'spki' }), der, `y of ${contentLength} bytes`);
+      assert.deepEqual(browserIdDsaFromKeyObject(key), { algorithm: 'DS', p: ds.p, q: ds.q, g: ds.g, y: hex(y) }, `y of ${contentLength} bytes`);
+      const integer = Buffer.from(y.toString(16).padStart(2 * contentLength, '0'), 'hex');
+      assert.deepEqual(der.subarray(der.length - contentLength), integer, `y of ${contentLength} bytes ends the DER`);
     }
   });
 });

@@ -49,8 +49,8 @@ export function modPow(base: bigint, exponent: bigint, modulus: bigint): bigint 
 
 function hexMember(o: Record<string, unknown>, name: string, maxHexDigits: number): bigint {
   const v = o[name];
-  // Length first: the regex and BigInt then run on at most 512 characters.
-  if (typeof v !== 'string' || v.length === 0 || v.length > maxHexDigits || !/^[0-9a-fA-F]+$/.test(v)) {
+  // Length first: the regex and BigInt then run on at most 512 characters. The regex refuses ''.
+  if (typeof v !== 'string' || v.length > maxHexDigits || !/^[0-9a-fA-F]+$/.test(v)) {
     throw new TypeError(`"${name}" must be a hex string of at most ${maxHexDigits} digits`);
   }
   return BigInt(`0x${v}`);
@@ -131,7 +131,11 @@ export function dsaKeyObject(k: DsaPublicKey): KeyObject {
   return createPublicKey({ key: dsaSpki(k), format: 'der', type: 'spki' });
 }
 
-/** Reads one DER element at `offset`: its tag, content and where the next one starts. */
+/**
+ * Reads one DER element at `offset`: its tag, content and where the next one
+ * starts. Only ever given node:crypto's own export, so it does not check for
+ * truncation.
+ */
 function readDer(der: Buffer, offset: number): { tag: number; content: Buffer; end: number } {
   const tag = der[offset];
   let length = der[offset + 1];
@@ -141,7 +145,6 @@ function readDer(der: Buffer, offset: number): { tag: number; content: Buffer; e
     length = der.readUIntBE(start, bytes);
     start += bytes;
   }
-  if (tag === undefined || start + length > der.length) throw new TypeError('truncated DER');
   return { tag, content: der.subarray(start, start + length), end: start + length };
 }
 
@@ -155,7 +158,8 @@ function children(content: Buffer): { tag: number; content: Buffer }[] {
   return out;
 }
 
-const toBigInt = (b: Buffer) => BigInt(`0x${b.toString('hex') || '0'}`);
+/** A DER INTEGER's content (never empty) as a non-negative number: DSA's are all positive. */
+const toBigInt = (b: Buffer) => BigInt(`0x${b.toString('hex')}`);
 
 /** The DS form of a DSA KeyObject (node:crypto exports no DSA JWK); for test and development signers. */
 export function browserIdDsaFromKeyObject(key: KeyObject): BrowserIdDsaPublicKey {
