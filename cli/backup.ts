@@ -26,7 +26,7 @@ const sameFile = (a: Stats, b: Stats) => a.dev === b.dev && a.ino === b.ino;
  * path (with the folders' links resolved) and, for existing files, by inode,
  * so another spelling of the same file is refused too.
  */
-export function refuseLiveStore(source: string, file: string): void {
+function refuseLiveStore(source: string, file: string): void {
   const store = realpathSync(source);
   let target: string;
   try {
