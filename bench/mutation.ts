@@ -22,6 +22,7 @@ type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 
 /** Each file under mutation testing, and the test files that cover it. */
 export const MUTATION_TARGETS: Record<string, string[]> = {
+  'lib/dsa.ts': ['lib/dsa.test.ts'],
   'lib/hawk.ts': ['lib/hawk.test.ts'],
   'lib/token.ts': ['lib/token.test.ts'],
   'services/directory/rules.ts': ['services/directory/rules.test.ts', 'services/directory/rules-kca.test.ts'],

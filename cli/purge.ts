@@ -86,6 +86,13 @@ export function nodeDeleteRequest(
   return { url, authorization: hawkHeader({ id, key, method: 'DELETE', url }) };
 }
 
+/** For a 3xx answer, where it pointed: the summary says the redirect was not followed. */
+function redirectNote(res: Response): string {
+  if (res.status < 300 || res.status > 399) return '';
+  const location = res.headers.get('location');
+  return `, a redirect${location ? ` to ${location}` : ''} (not followed)`;
+}
+
 async function deleteOnNode(user: User, entry: ReplacedUser, o: PurgeOptions): Promise<void> {
   const versions = o.versions.get(user.service);
   if (!versions || versions.size === 0) throw new Error(`no version of ${user.service} in APPLICATIONS`);
@@ -93,14 +100,15 @@ async function deleteOnNode(user: User, entry: ReplacedUser, o: PurgeOptions): P
     const { url, authorization } = nodeDeleteRequest(user, entry, version, o, Date.now() / 1000);
     let res: Response;
     try {
-      res = await fetch(url, { method: 'DELETE', headers: { Authorization: authorization }, signal: AbortSignal.timeout(o.deadlineMs) });
+      // Never followed: a node's redirect would send this DELETE, for this uid, wherever it points.
+      res = await fetch(url, { method: 'DELETE', headers: { Authorization: authorization }, signal: AbortSignal.timeout(o.deadlineMs), redirect: 'manual' });
       await res.body?.cancel();
     } catch (e) {
       const err = e as Error & { cause?: Error };
       throw new Error(err.name === 'TimeoutError' ? `no answer within ${o.deadlineMs} ms` : (err.cause?.message ?? err.message));
     }
     // 404: nothing there (never written, or purged before) is as good as deleted.
-    if (!res.ok && res.status !== 404) throw new Error(`DELETE ${url}: HTTP ${res.status}`);
+    if (!res.ok && res.status !== 404) throw new Error(`DELETE ${url}: HTTP ${res.status}${redirectNote(res)}`);
   }
 }
 

@@ -2,8 +2,19 @@
 // for node:crypto, and the signature encoding; keys made by node:crypto.
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
-import { browserIdDsaFromKeyObject, dsaKeyObject, dsaSignature, dsaSpki, modPow, parseDsaPublicKey, type BrowserIdDsaPublicKey } from './dsa.js';
+import { createHash, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import {
+  browserIdDsaFromKeyObject,
+  DSA_SIZES,
+  DsaPublicKey,
+  dsaKeyObject,
+  dsaSignature,
+  dsaSpki,
+  isPrime,
+  modPow,
+  parseDsaPublicKey,
+  type BrowserIdDsaPublicKey,
+} from './dsa.js';
 
 interface Made {
   privateKey: KeyObject;
@@ -71,6 +82,52 @@ describe('parseDsaPublicKey', () => {
   });
 });
 
+/**
+ * A key of the right sizes with q | p − 1 and g = y = p − 1 (of order 2), which
+ * (p − 1)^q ≡ 1 admits when q is even; p is not prime and no private key exists.
+ */
+function evenQKey(alg: 'DS128' | 'DS256', q = (1n << BigInt(DSA_SIZES[alg].qBits - 1)) + 2n): BrowserIdDsaPublicKey {
+  const p = q * (1n << BigInt(DSA_SIZES[alg].pBits - DSA_SIZES[alg].qBits)) + 1n;
+  return { algorithm: 'DS', p: hex(p), q: hex(q), g: hex(p - 1n), y: hex(p - 1n) };
+}
+
+describe('parseDsaPublicKey: q must be an odd prime', () => {
+  test('q = 2^159 + 2 or 2^255 + 2 with g = y = p − 1 → TypeError; node:crypto would verify r = 1 for it', () => {
+    for (const alg of ['DS128', 'DS256'] as const) {
+      const ds = evenQKey(alg);
+      assert.throws(() => parseDsaPublicKey({ ...ds }), /q must be an odd prime/, alg);
+      // What the refusal prevents: with no private key, r = s = 1 verifies every message whose digest is odd.
+      const { digest, qBits } = DSA_SIZES[alg];
+      const key = dsaKeyObject(new DsaPublicKey(alg, big(ds.p), big(ds.q), big(ds.g), big(ds.y)));
+      const one = Buffer.concat([Buffer.alloc(qBits / 8 - 1), Buffer.from([1])]);
+      const forged = Buffer.concat([one, one]);
+      let message = 0;
+      while ((createHash(digest).update(String(message)).digest().at(-1)! & 1) === 0) message++;
+      assert.equal(verify(digest, Buffer.from(String(message)), { key, dsaEncoding: 'ieee-p1363' }, forged), true, `${alg}: the forgery the check stops`);
+    }
+  });
+
+  test('an odd composite q dividing p − 1 → TypeError, before g and y are looked at', () => {
+    // 2^159 + 1 and 2^255 + 1 are divisible by 3.
+    for (const alg of ['DS128', 'DS256'] as const) {
+      const ds = evenQKey(alg, (1n << BigInt(DSA_SIZES[alg].qBits - 1)) + 1n);
+      assert.throws(() => parseDsaPublicKey({ ...ds }), /q must be an odd prime/, alg);
+    }
+  });
+
+  test('isPrime: small numbers, the generated keys’ q, q − 1 and q²; the same answer when asked again', () => {
+    assert.deepEqual([1n, 2n, 3n, 4n, 9n, 97n, 561n].map((n) => isPrime(n)), [false, true, true, false, false, true, false]);
+    for (const alg of ['DS128', 'DS256'] as const) {
+      const q = big(keys[alg].ds.q);
+      for (let i = 0; i < 2; i++) {
+        assert.equal(isPrime(q), true, alg);
+        assert.equal(isPrime(q - 1n), false, alg);
+        assert.equal(isPrime(q * q), false, alg);
+      }
+    }
+  });
+});
+
 describe('dsaSpki / dsaKeyObject', () => {
   test('byte for byte the SubjectPublicKeyInfo node:crypto exports, for both sizes; the KeyObject verifies', () => {
     for (const alg of ['DS128', 'DS256'] as const) {
@@ -81,6 +138,31 @@ describe('dsaSpki / dsaKeyObject', () => {
       const signature = sign(digest, Buffer.from('m'), { key: privateKey, dsaEncoding: 'ieee-p1363' });
       assert.equal(verify(digest, Buffer.from('m'), { key: dsaKeyObject(k), dsaEncoding: 'ieee-p1363' }, signature), true, alg);
       assert.equal(verify(digest, Buffer.from('n'), { key: dsaKeyObject(k), dsaEncoding: 'ieee-p1363' }, signature), false, `${alg}: another message`);
+    }
+  });
+});
+
+describe('dsaSpki: DER edge cases, round-tripped through node:crypto', () => {
+  test('integers of 127, 128, 255 and 256 bytes (the length-form boundaries), with and without a zero prefix, and of odd hex length', () => {
+    const { ds } = keys.DS256;
+    const [p, q, g] = [big(ds.p), big(ds.q), big(ds.g)];
+    // y is not checked here (no parse): only its encoding is. Each value's DER content length is named.
+    const values: Array<[bigint, number]> = [
+      [0x123n, 2],
+      [(1n << BigInt(8 * 127 - 2)) + 1n, 127],
+      [1n << BigInt(8 * 127 - 1), 128],
+      [(1n << BigInt(8 * 128 - 4)) + 5n, 128],
+      [1n << BigInt(8 * 255 - 1), 256],
+      [(1n << BigInt(8 * 255 - 2)) + 3n, 255],
+      [(1n << BigInt(8 * 256 - 2)) + 7n, 256],
+    ];
+    for (const [y, contentLength] of values) {
+      const der = dsaSpki(new DsaPublicKey('DS256', p, q, g, y));
+      const key = createPublicKey({ key: der, format: 'der', type: 'spki' });
+      assert.deepEqual(key.export({ format: 'der', type: 'spki' }), der, `y of ${contentLength} bytes`);
+      assert.deepEqual(browserIdDsaFromKeyObject(key), { algorithm: 'DS', p: ds.p, q: ds.q, g: ds.g, y: hex(y) }, `y of ${contentLength} bytes`);
+      const integer = Buffer.from(y.toString(16).padStart(2 * contentLength, '0'), 'hex');
+      assert.deepEqual(der.subarray(der.length - contentLength), integer, `y of ${contentLength} bytes ends the DER`);
     }
   });
 });

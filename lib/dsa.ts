@@ -3,7 +3,7 @@
 // SHA-256), signatures r || s as fixed-width big-endian bytes (PyBrowserID's
 // browserid/crypto). node:crypto cannot import a DSA JWK, so the key goes in
 // as a SubjectPublicKeyInfo built here with a few lines of DER.
-import { createPublicKey, type KeyObject } from 'node:crypto';
+import { checkPrimeSync, createPublicKey, type KeyObject } from 'node:crypto';
 
 export type DsaAlgorithm = 'DS128' | 'DS256';
 
@@ -49,19 +49,39 @@ export function modPow(base: bigint, exponent: bigint, modulus: bigint): bigint 
 
 function hexMember(o: Record<string, unknown>, name: string, maxHexDigits: number): bigint {
   const v = o[name];
-  // Length first: the regex and BigInt then run on at most 512 characters.
-  if (typeof v !== 'string' || v.length === 0 || v.length > maxHexDigits || !/^[0-9a-fA-F]+$/.test(v)) {
+  // Length first: the regex and BigInt then run on at most 512 characters. The regex refuses ''.
+  if (typeof v !== 'string' || v.length > maxHexDigits || !/^[0-9a-fA-F]+$/.test(v)) {
     throw new TypeError(`"${name}" must be a hex string of at most ${maxHexDigits} digits`);
   }
   return BigInt(`0x${v}`);
 }
 
+/** Answers of isPrime, by value: keys mostly share a few published parameter sets. */
+const primality = new Map<bigint, boolean>();
+const PRIMALITY_CACHE_LIMIT = 1000;
+
+/**
+ * Whether `n` is prime (OpenSSL's Miller–Rabin, error below 2^-128); remembered,
+ * since a 256-bit test costs about a millisecond.
+ */
+export function isPrime(n: bigint): boolean {
+  let known = primality.get(n);
+  if (known === undefined) {
+    if (primality.size >= PRIMALITY_CACHE_LIMIT) primality.clear();
+    known = checkPrimeSync(n);
+    primality.set(n, known);
+  }
+  return known;
+}
+
 /**
  * Checks a key in BrowserID's DS form; throws TypeError saying why it is not
- * usable. Beyond the two sizes: 1 < g < p and 1 < y < p, q divides p − 1, and
- * g and y lie in the subgroup of order q. With g or y of order 1 or 2 (1 or
- * p − 1) anyone could make signatures that verify. Primality of p and q is not
- * checked (too costly per certificate); a trusted issuer certified the key.
+ * usable. Beyond the two sizes: 1 < g < p and 1 < y < p, q divides p − 1, q is
+ * prime (so odd: it has 160 or 256 bits), and g and y lie in the subgroup of
+ * order q. With g or y of order 1 or 2 (1 or p − 1), or an even q that p − 1
+ * itself satisfies, anyone could make signatures that verify. The primality of
+ * p is not tested (a 2048-bit test costs over 100 ms per certificate); a
+ * trusted issuer certified the key.
  */
 export function parseDsaPublicKey(o: Record<string, unknown>): DsaPublicKey {
   const p = hexMember(o, 'p', 512);
@@ -73,6 +93,7 @@ export function parseDsaPublicKey(o: Record<string, unknown>): DsaPublicKey {
   if (g <= 1n || g >= p) throw new TypeError('"g" must be between 1 and p (exclusive)');
   if (y <= 1n || y >= p) throw new TypeError('"y" must be between 1 and p (exclusive)');
   if ((p - 1n) % q !== 0n) throw new TypeError('q must divide p - 1');
+  if (!isPrime(q)) throw new TypeError('q must be an odd prime');
   if (modPow(g, q, p) !== 1n) throw new TypeError('"g" must generate the subgroup of order q');
   if (modPow(y, q, p) !== 1n) throw new TypeError('"y" must lie in the subgroup of order q');
   return new DsaPublicKey(alg, p, q, g, y);
@@ -110,7 +131,11 @@ export function dsaKeyObject(k: DsaPublicKey): KeyObject {
   return createPublicKey({ key: dsaSpki(k), format: 'der', type: 'spki' });
 }
 
-/** Reads one DER element at `offset`: its tag, content and where the next one starts. */
+/**
+ * Reads one DER element at `offset`: its tag, content and where the next one
+ * starts. Only ever given node:crypto's own export, so it does not check for
+ * truncation.
+ */
 function readDer(der: Buffer, offset: number): { tag: number; content: Buffer; end: number } {
   const tag = der[offset];
   let length = der[offset + 1];
@@ -120,7 +145,6 @@ function readDer(der: Buffer, offset: number): { tag: number; content: Buffer; e
     length = der.readUIntBE(start, bytes);
     start += bytes;
   }
-  if (tag === undefined || start + length > der.length) throw new TypeError('truncated DER');
   return { tag, content: der.subarray(start, start + length), end: start + length };
 }
 
@@ -134,7 +158,8 @@ function children(content: Buffer): { tag: number; content: Buffer }[] {
   return out;
 }
 
-const toBigInt = (b: Buffer) => BigInt(`0x${b.toString('hex') || '0'}`);
+/** A DER INTEGER's content (never empty) as a non-negative number: DSA's are all positive. */
+const toBigInt = (b: Buffer) => BigInt(`0x${b.toString('hex')}`);
 
 /** The DS form of a DSA KeyObject (node:crypto exports no DSA JWK); for test and development signers. */
 export function browserIdDsaFromKeyObject(key: KeyObject): BrowserIdDsaPublicKey {

@@ -4,7 +4,8 @@
 // deletes replaced uids' data with Hawk-signed DELETEs through the gateway.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type http from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { runCli } from '../cli/run.js';
 import { startDemoApp, type DemoApp } from '../services/demo-app/server.js';
 import { APP, startTestStack, type TestStack } from './support/stack.js';
@@ -16,7 +17,7 @@ const seen: Array<{ method: string; path: string; uid: string | undefined }> = [
 
 before(async () => {
   demo = await startDemoApp();
-  demo.server.on('request', (req: http.IncomingMessage) => {
+  demo.server.on('request', (req: IncomingMessage) => {
     seen.push({ method: req.method ?? '', path: req.url ?? '', uid: req.headers['x-authenticated-uid'] as string | undefined });
   });
   stack = await startTestStack({ UPSTREAM_URL: demo.url });
@@ -52,6 +53,8 @@ async function nodeLoad(): Promise<number> {
 }
 
 const deletes = () => seen.filter((s) => s.method === 'DELETE');
+
+const urlOf = (server: Server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
 test('purge deletes the data of replaced uids on their node through the gateway, then the records; a second run finds nothing', async () => {
   const first = await loginUid('purge-a@example.com', 'aa');
@@ -102,19 +105,31 @@ test('purge trims seen client states to the configured maximum, oldest first', a
   assert.equal((stale.json as { status: string }).status, 'invalid-client-state');
 });
 
+/**
+ * Gives `email` a uid on `node` (added already; the gateway's node is down meanwhile), then
+ * replaces it with one on the gateway's node (`node` down meanwhile). Returns the replaced uid.
+ */
+async function uidReplacedOn(node: string, email: string): Promise<number> {
+  await cli('nodes', 'down', APP, stack.nodeUrl);
+  let old: number;
+  try {
+    old = await loginUid(email, 'aa');
+  } finally {
+    await cli('nodes', 'up', APP, stack.nodeUrl);
+  }
+  await cli('nodes', 'down', APP, node);
+  await loginUid(email, 'bb');
+  return old;
+}
+
 test("a node that fails keeps its records for the next run (exit 1); a purged uid on another node gives its slot back", async () => {
   await cli('users', 'purge', '--grace', '0');
-  // A second node nobody listens on; the gateway's node is down meanwhile so the user's first uid goes there.
+  // A second node nobody listens on, where the user's first uid goes.
   const dead = 'http://127.0.0.1:9';
   assert.equal((await cli('nodes', 'add', APP, dead, '--capacity', '10')).code, 0);
-  const gateway = (await cli('nodes', 'list', APP, '--json')).json.nodes.find((n: { url: string }) => n.url !== dead).url;
   const deadLoad = async () => (await cli('nodes', 'list', APP, '--json')).json.nodes.find((n: { url: string }) => n.url === dead).currentLoad;
   try {
-    await cli('nodes', 'down', APP, gateway);
-    const old = await loginUid('purge-dead@example.com', 'aa');
-    await cli('nodes', 'up', APP, gateway);
-    await cli('nodes', 'down', APP, dead);
-    await loginUid('purge-dead@example.com', 'bb');
+    const old = await uidReplacedOn(dead, 'purge-dead@example.com');
     assert.equal(await deadLoad(), 1);
     const run = await cli('users', 'purge', '--grace', '0', '--json');
     assert.equal(run.code, 1);
@@ -130,8 +145,46 @@ test("a node that fails keeps its records for the next run (exit 1); a purged ui
     assert.equal(skip.json.slotsReleased, 1);
     assert.equal(await deadLoad(), 0);
   } finally {
-    await cli('nodes', 'up', APP, gateway);
     await cli('nodes', 'remove', APP, dead);
+  }
+});
+
+test('a node that answers with a redirect: the DELETE is not followed, the record stays, the summary says why (exit 1)', async () => {
+  await cli('users', 'purge', '--grace', '0');
+  // Whatever a redirect points at: here a server that would count what reaches it and answer 204.
+  const reached: string[] = [];
+  const elsewhere = createServer((req, res) => {
+    reached.push(`${req.method} ${req.url}`);
+    res.writeHead(204).end();
+  });
+  const redirecting = createServer((req, res) => {
+    res.writeHead(307, { Location: `${urlOf(elsewhere)}${req.url}` }).end();
+  });
+  await Promise.all([elsewhere, redirecting].map((s) => new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))));
+  const node = urlOf(redirecting);
+  assert.equal((await cli('nodes', 'add', APP, node, '--capacity', '10')).code, 0);
+  try {
+    const old = await uidReplacedOn(node, 'purge-redirect@example.com');
+    const run = await cli('users', 'purge', '--grace', '0', '--json');
+    assert.equal(run.code, 1, run.stdout);
+    assert.equal(run.json.purged, 0);
+    assert.equal(run.json.nodeDeletes, 0);
+    assert.deepEqual(run.json.failed, [
+      {
+        app: APP,
+        uid: old,
+        node,
+        error: `DELETE ${node}/1.5/${old}: HTTP 307, a redirect to ${urlOf(elsewhere)}/1.5/${old} (not followed)`,
+      },
+    ]);
+    assert.deepEqual(reached, [], 'nothing reached the address the node pointed at');
+    const user = await cli('users', 'show', APP, 'purge-redirect@example.com', '--json');
+    assert.deepEqual(user.json.user.replaced.map((r: { uid: number }) => r.uid), [old], 'kept until the node itself confirms');
+  } finally {
+    // The node is not coming back: its record goes without the node delete.
+    await cli('users', 'purge', '--grace', '0', '--skip-node-delete');
+    await cli('nodes', 'remove', APP, node);
+    await Promise.all([elsewhere, redirecting].map((s) => new Promise((resolve) => s.close(resolve))));
   }
 });
 
