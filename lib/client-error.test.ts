@@ -5,12 +5,13 @@ import { connect, type AddressInfo } from 'node:net';
 import { answerClientErrors, clientErrorResponse } from './client-error.js';
 import { logger } from './log.js';
 
-test('clientErrorResponse: status by parser code, JSON body, X-Timestamp', () => {
+test('clientErrorResponse: status by parser code, JSON body, X-Timestamp, nosniff', () => {
   assert.match(clientErrorResponse('HPE_HEADER_OVERFLOW', 100), /^HTTP\/1\.1 431 /);
   assert.match(clientErrorResponse('ERR_HTTP_REQUEST_TIMEOUT', 100), /^HTTP\/1\.1 408 /);
   const r = clientErrorResponse('HPE_INVALID_METHOD', 1234.7);
   assert.match(r, /^HTTP\/1\.1 400 /);
   assert.match(r, /\r\nX-Timestamp: 1234\r\n/);
+  assert.match(r, /\r\nX-Content-Type-Options: nosniff\r\n/);
   const body = JSON.parse(r.split('\r\n\r\n')[1]);
   assert.equal(body.status, 'error');
   assert.equal(Buffer.byteLength(r.split('\r\n\r\n')[1]), Number(/Content-Length: (\d+)/.exec(r)![1]));

@@ -1,6 +1,7 @@
 // Requests node's HTTP parser rejects before any handler runs (a broken
 // request line, headers beyond maxHeaderSize) still get the protocol's JSON
-// error body and X-Timestamp instead of node's bare default answer.
+// error body, X-Timestamp and X-Content-Type-Options instead of node's bare
+// default answer.
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from './log.js';
@@ -16,6 +17,7 @@ export function clientErrorResponse(code: string | undefined, nowSeconds: number
   return (
     `HTTP/1.1 ${status} ${REASONS[status]}\r\n` +
     'Content-Type: application/json\r\n' +
+    'X-Content-Type-Options: nosniff\r\n' +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
     `X-Timestamp: ${Math.floor(nowSeconds)}\r\n` +
     'Connection: close\r\n\r\n' +

@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { GrpcAuth, GrpcTls } from './config.js';
-import { errorClasses, InternalError, ProtocolError, ServiceUnavailable, TooManyRequests } from './errors.js';
+import { BadRequest, errorClasses, InternalError, ProtocolError, ServiceUnavailable, TooManyRequests } from './errors.js';
 import { logger, type Logger } from './log.js';
 import { outcomeOf } from './metrics.js';
 import { addReflection } from './reflection.js';
@@ -287,6 +287,54 @@ export function grpcClient<C extends grpc.Client>(
   return new Client(address, credentials, { ...CLIENT_OPTIONS, interceptors });
 }
 
+/** What a request that cannot be decoded becomes, so that its handler can refuse it. */
+const UNDECODABLE = Symbol('undecodable request');
+
+interface Undecodable {
+  [UNDECODABLE]: string;
+}
+
+function isUndecodable(request: unknown): request is Undecodable {
+  return typeof request === 'object' && request !== null && UNDECODABLE in request;
+}
+
+/**
+ * The service with unary requests that fail to decode (an int64 beyond
+ * Number.MAX_SAFE_INTEGER, which ts-proto's decoder refuses; malformed wire
+ * data) answered INVALID_ARGUMENT as BadRequest. grpc-js itself would answer
+ * INTERNAL "Error deserializing request", as if the server had failed.
+ */
+function refusingUndecodable(
+  definition: grpc.ServiceDefinition,
+  implementation: grpc.UntypedServiceImplementation,
+  log: Logger,
+): { definition: grpc.ServiceDefinition; implementation: grpc.UntypedServiceImplementation } {
+  const defs: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  const impls: grpc.UntypedServiceImplementation = { ...implementation };
+  for (const [name, method] of Object.entries(definition)) {
+    defs[name] = method;
+    const handler = implementation[name];
+    if (method.requestStream || method.responseStream || typeof handler !== 'function') continue;
+    defs[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return method.requestDeserialize(bytes);
+        } catch (err) {
+          return { [UNDECODABLE]: err instanceof Error ? err.message : String(err) };
+        }
+      },
+    };
+    const unaryHandler = handler as grpc.handleUnaryCall<unknown, unknown>;
+    impls[name] = ((call, callback) => {
+      if (!isUndecodable(call.request)) return unaryHandler(call, callback);
+      const refused = new BadRequest(`the request could not be decoded: ${call.request[UNDECODABLE]}`);
+      callback(toServiceError(refused, log, method.path));
+    }) as grpc.handleUnaryCall<unknown, unknown>;
+  }
+  return { definition: defs, implementation: impls };
+}
+
 export interface RunningServer {
   server: grpc.Server;
   port: number;
@@ -313,7 +361,8 @@ export async function startServer(
   const server = new grpc.Server({ interceptors: [requireSecret(auth.internalSecret, log), capHealthWatches(MAX_HEALTH_WATCHES_PER_PEER, log)] });
   const statuses: Record<string, 'SERVING'> = { '': 'SERVING' };
   for (const s of services) {
-    server.addService(s.definition, s.implementation);
+    const tolerant = refusingUndecodable(s.definition, s.implementation, log);
+    server.addService(tolerant.definition, tolerant.implementation);
     statuses[s.name] = 'SERVING';
   }
   const protos = services.flatMap((s) => (s.proto ? [s.proto] : []));

@@ -17,7 +17,7 @@ import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import type { RunningLogin } from '../services/login/server.js';
 import { MASTER_SECRETS, System } from './login.suite.js';
 import { TEST_AUTH } from './support/services.js';
-import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, signJwt, writeJwks, type SigningKey } from './support/oauth.js';
+import { accessToken, bearerHeaders, keyIdHeader, OLDSYNC_SCOPE, signingKey, signJwt, writeJwks, type BearerOptions, type SigningKey } from './support/oauth.js';
 
 const ISSUER = 'https://accounts.test.example';
 const WEBHOOK_AUDIENCE = 'https://token.test.example/webhook';
@@ -59,20 +59,8 @@ after(async () => {
 
 const newSub = () => randomBytes(16).toString('hex');
 
-interface BearerOptions {
-  kca?: number;
-  generation?: number;
-  state?: string;
-  key?: SigningKey;
-  claims?: Record<string, unknown>;
-  header?: Record<string, unknown>;
-  headers?: Record<string, string | undefined>;
-}
-
 async function bearer(sub: string, o: BearerOptions = {}): Promise<HttpResponse> {
-  const token = await accessToken(o.key ?? keys.rs, sub, { iss: ISSUER, ...(o.generation !== undefined ? { 'fxa-generation': o.generation } : {}), ...o.claims }, o.header);
-  const headers: Record<string, string | undefined> = { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(o.kca ?? 1000, o.state ?? 'aaaa'), ...o.headers };
-  return sys.get('/1.0/sync/1.5', Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<string, string>, { login });
+  return sys.get('/1.0/sync/1.5', await bearerHeaders(keys.rs, ISSUER, sub, o), { login });
 }
 
 function assert401(res: HttpResponse, statusString: string, what = ''): void {

@@ -235,6 +235,9 @@ test('a full run at LOG_LEVEL=debug: log lines with request ids everywhere, and 
   assert.equal(of('login', 'logs-login-state').find((l) => l.msg === 'request')?.statusString, 'invalid-client-state');
   assert.ok(of('directory', 'logs-login-state').some((l) => l.msg === 'rpc' && l.outcome === 'InvalidClientState'));
   assert.equal(of('login', 'logs-login-aud').find((l) => l.msg === 'request')?.statusString, 'invalid-credentials');
+  // The body says only Mozilla's "Unauthorized" (DESIGN §11.2): the access line keeps the reason.
+  assert.equal(of('login', 'logs-login-aud').find((l) => l.msg === 'request')?.reason, 'assertion audience is not accepted here');
+  assert.equal(loginOk.reason, undefined, 'no reason on a 200');
 
   const gwOk = of('node-gateway', 'logs-gw-ok').find((l) => l.msg === 'request');
   assert.ok(gwOk, 'the gateway access line');

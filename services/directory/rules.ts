@@ -6,6 +6,7 @@ import {
   InvalidClientState,
   InvalidGeneration,
   InvalidKeysChangedAt,
+  MOZILLA_ERRORS,
   NewUsersDisabled,
   TooManyRequests,
   type ProtocolError,
@@ -167,16 +168,16 @@ export function loginProblem(u: UserRecord, a: Claims): ProtocolError | null {
   }
   // 2.
   if (a.clientState === '' && (u.clientState !== '' || u.seenClientStates.length > 0)) {
-    return new InvalidClientState('an empty client state cannot follow a non-empty one');
+    return new InvalidClientState(MOZILLA_ERRORS.emptyClientState.entry.description);
   }
   // 3.
-  if (u.seenClientStates.includes(a.clientState)) return new InvalidClientState('stale client state');
+  if (u.seenClientStates.includes(a.clientState)) return new InvalidClientState(MOZILLA_ERRORS.staleClientState.entry.description);
   // 4, 5. `a <= u` is `!(a > u)` only when both are present.
   if (changed && a.generation !== undefined && !above(a.generation, u.generation)) {
-    return new InvalidClientState('a new client state needs a new generation');
+    return new InvalidClientState(MOZILLA_ERRORS.clientStateWithoutGeneration.entry.description);
   }
   if (changed && a.keysChangedAt !== undefined && uKca !== undefined && !above(a.keysChangedAt, uKca)) {
-    return new InvalidClientState('a new client state needs a new keys_changed_at');
+    return new InvalidClientState(MOZILLA_ERRORS.clientStateWithoutKeysChangedAt.entry.description);
   }
   // 6.
   if (above(u.generation, a.generationForCheck)) {

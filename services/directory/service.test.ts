@@ -1,5 +1,6 @@
 // The Directory service over real gRPC on a loopback port, on a temp SQLite file.
 import { after, before, test } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
 import assert from 'node:assert/strict';
 import { DirectoryClient, type LoginBatchItem, type LoginRequest, type User } from '../../lib/gen/directory.js';
 import { call, grpcClient, MAX_BATCH_ITEMS, rebuiltError } from '../../lib/grpc.js';
@@ -382,4 +383,31 @@ test('an existing user with nothing to change costs one read and no write', asyn
     await store.close();
     t2.cleanup();
   }
+});
+
+/** A unary call's raw outcome: the gRPC status code and details, or 0 when it succeeded. */
+function rawStatus(send: (cb: (err: grpc.ServiceError | null) => void) => void): Promise<{ code: number; details: string }> {
+  return new Promise((resolve) => send((err) => resolve(err ? { code: err.code, details: err.details } : { code: 0, details: '' })));
+}
+
+test('a request with an int64 beyond Number.MAX_SAFE_INTEGER, or bytes that are no request, is INVALID_ARGUMENT (BadRequest) and changes nothing', async () => {
+  const email = freshEmail();
+  const deadline = () => ({ deadline: Date.now() + 10_000 });
+  // 2^60 is exact as a double, so the client encodes it; the server's decoder refuses it.
+  const huge: LoginRequest = { service: 'sync', email, clientState: '', allowNewUsers: true, generation: 2 ** 60 };
+  for (const req of [huge, { ...huge, generation: undefined, keysChangedAt: 2 ** 60 }]) {
+    const status = await rawStatus((cb) => client.login(req, new grpc.Metadata(), deadline(), cb));
+    assert.equal(status.code, grpc.status.INVALID_ARGUMENT, status.details);
+    assert.match(status.details, /could not be decoded: Value is larger than Number\.MAX_SAFE_INTEGER/);
+    await assert.rejects(call(client, client.login, req, opts), BadRequest);
+  }
+  const batch = await rawStatus((cb) => client.loginBatch({ items: [{ requestId: 'r', login: huge }] }, new grpc.Metadata(), deadline(), cb));
+  assert.equal(batch.code, grpc.status.INVALID_ARGUMENT, batch.details);
+  // Not a protobuf message at all: field 0 is no valid tag.
+  const garbage = await rawStatus((cb) =>
+    client.makeUnaryRequest('/tokenserver.directory.v1.Directory/Login', (b: Buffer) => b, (b: Buffer) => b, Buffer.from([0x00, 0xff]), new grpc.Metadata(), deadline(), cb),
+  );
+  assert.equal(garbage.code, grpc.status.INVALID_ARGUMENT, garbage.details);
+  await assert.rejects(getUser(email), RecordNotFound, 'no record was made');
+  assert.equal((await login(email, { generation: 5 })).generation, 5, 'the service still serves');
 });

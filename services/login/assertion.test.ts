@@ -683,7 +683,7 @@ describe('createAssertionVerifier: BrowserID DSA keys, support-document issuer k
 
 // ---- found missing by mutation testing ----
 
-describe('refusal descriptions (shown to clients in the error body), exactly', () => {
+describe('refusal reasons (the access line logs them; the body has Mozilla\'s entry), exactly', () => {
   const x = 'A'.repeat(43);
   const latin1 = Buffer.from('{"alg":"ES256","kid":"\xe9"}', 'latin1').toString('base64url');
   const cases: Array<[string, () => unknown, new (...a: never[]) => Error, string]> = [

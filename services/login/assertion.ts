@@ -7,7 +7,7 @@
 // verify on KeyObjects imported once) and a cache.
 import { isUtf8 } from 'node:buffer';
 import { createHash, createPublicKey, verify as verifySignature, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';
+import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers, type TrustedKeyLike } from '../../lib/config.js';
 import { DSA_SIZES, DsaPublicKey, dsaKeyObject, dsaSignature, parseDsaPublicKey } from '../../lib/dsa.js';
 import { issuerMayCertify, normalizeEmail } from '../../lib/email.js';
@@ -34,7 +34,7 @@ const MIN_RSA_MODULUS_BITS = 2048;
 export function parseAuthorization(header: string | undefined): { scheme: string; certificate: string; assertion: string } {
   const { name, credentials } = splitAuthorization(header);
   const scheme = SCHEMES.find((s) => s.toLowerCase() === name.toLowerCase());
-  if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${SCHEMES.join(' or ')}`);
+  if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${SCHEMES.join(' or ')}`, { answer: MOZILLA_ERRORS.unsupportedScheme.entry });
   if (credentials === '') throw new Unauthorized('missing assertion');
   return { scheme, ...splitBundle(credentials) };
 }

@@ -4,7 +4,7 @@ import Koa from 'koa';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
-import { InvalidCredentials, MethodNotAllowed, ServiceUnavailable } from '../../lib/errors.js';
+import { InvalidCredentials, MethodNotAllowed, NotAcceptable, ServiceUnavailable } from '../../lib/errors.js';
 import { errorHandler } from './error-handler.js';
 import { httpRequest } from './testkit.js';
 
@@ -24,6 +24,8 @@ before(async () => {
         throw new ServiceUnavailable('directory at 10.0.0.7:50051 refused', 7);
       case '/method':
         throw new MethodNotAllowed(['GET', 'HEAD']);
+      case '/accept':
+        throw new NotAcceptable('JSON only');
       case '/crash':
         throw new Error('db password is hunter2');
       case '/koa-400':
@@ -39,12 +41,18 @@ before(async () => {
 
 after(() => new Promise<void>((r) => server.close(() => r())));
 
-test('a 4xx protocol error: its status string and description as JSON, one challenge header per scheme on 401', async () => {
+test("a 4xx protocol error: its status string and Mozilla's entry as JSON, one challenge header per scheme on 401", async () => {
   const res = await httpRequest(`${base}/unauthorized`);
   assert.equal(res.status, 401);
   assert.equal(res.header('content-type'), 'application/json');
-  assert.deepEqual(res.json, { status: 'invalid-credentials', errors: [{ location: 'header', name: 'Authorization', description: 'bad signature' }] });
+  assert.deepEqual(res.json, { status: 'invalid-credentials', errors: [{ location: 'body', name: '', description: 'Unauthorized' }] });
   assert.deepEqual(res.headers.get('www-authenticate'), ['Assertion', 'BrowserID']);
+});
+
+test('an error Mozilla does not make keeps its own entry', async () => {
+  const res = await httpRequest(`${base}/accept`);
+  assert.equal(res.status, 406);
+  assert.deepEqual(res.json, { status: 'error', errors: [{ location: 'header', name: 'Accept', description: 'JSON only' }] });
 });
 
 test("an error's headers are copied (Allow, Retry-After); a 5xx body hides its description", async () => {

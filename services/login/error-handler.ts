@@ -1,9 +1,11 @@
 // The one place the login service turns errors into responses (DESIGN §3):
 // `{"status", "errors": [{location, name, description}]}` as application/json,
-// with the error's own headers (Retry-After, Allow, ...). Anything that is not
-// a ProtocolError is logged and answered with a generic 500.
+// with the error's own headers (Retry-After, Allow, ...). The entry is
+// Mozilla's wherever Mozilla's tokenserver refuses the same thing (DESIGN
+// §11.2, lib/errors.ts loginAnswer); the error's message goes to the access
+// line. Anything that is not a ProtocolError is logged and answered with a generic 500.
 import type { Context, Middleware } from 'koa';
-import { BadRequest, InternalError, NotFound, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
+import { BadRequest, InternalError, loginAnswer, NotFound, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import { requestLog } from './shared.js';
 
@@ -46,7 +48,7 @@ export function errorHandler(opts: ErrorHandlerOptions): Middleware {
       }
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       if (err.status === 401) ctx.set('WWW-Authenticate', [...opts.challenges]);
-      sendJson(ctx, err.status, { status: err.statusString, errors: [err.detail()] });
+      sendJson(ctx, err.status, { status: err.statusString, errors: [loginAnswer(err)] });
     }
   };
 }

@@ -1,12 +1,23 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload } from './rules.js';
+import { MOZILLA_ERRORS, NotFound } from '../../lib/errors.js';
+import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload, unsupportedApplication } from './rules.js';
 
 test('isKnownApplication: name and version must both be configured', () => {
   const apps = new Map([['sync', new Set(['1.5'])]]);
   assert.equal(isKnownApplication(apps, 'sync', '1.5'), true);
   assert.equal(isKnownApplication(apps, 'sync', '1.0'), false);
   assert.equal(isKnownApplication(apps, 'notes', '1.5'), false);
+});
+
+test("unsupportedApplication: Mozilla's answer for an unknown application, or for an unknown version of a known one", () => {
+  const apps = new Map([['sync', new Set(['1.5'])]]);
+  const app = unsupportedApplication(apps, 'notes', '1.5');
+  assert.ok(app instanceof NotFound);
+  assert.deepEqual(app.answer, MOZILLA_ERRORS.unsupportedApplication.entry);
+  const version = unsupportedApplication(apps, 'sync', '1.2');
+  assert.ok(version instanceof NotFound);
+  assert.deepEqual(version.answer, { location: 'url', name: '1.2', description: 'Unsupported application version' });
 });
 
 test('acceptsJson: absent, JSON and wildcards pass; other types and q=0 do not', () => {

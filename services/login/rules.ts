@@ -1,10 +1,18 @@
 // The token endpoint's rules as pure functions (DESIGN §3, §5); the
 // middleware in actions/token.ts applies them in order.
 import { createHmac } from 'node:crypto';
+import { MOZILLA_ERRORS, NotFound, unsupportedVersion } from '../../lib/errors.js';
 import type { TokenPayload } from '../../lib/token.js';
 
 export function isKnownApplication(apps: Map<string, Set<string>>, app: string, version: string): boolean {
   return apps.get(app)?.has(version) ?? false;
+}
+
+/** The 404 for an application that is not served: the application itself, or only this version of it (Mozilla's two answers). */
+export function unsupportedApplication(apps: Map<string, Set<string>>, app: string, version: string): NotFound {
+  return apps.has(app)
+    ? new NotFound(`unknown version ${version} of ${app}`, { answer: unsupportedVersion(version) })
+    : new NotFound(`unknown application ${app}`, { answer: MOZILLA_ERRORS.unsupportedApplication.entry });
 }
 
 /**

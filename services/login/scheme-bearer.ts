@@ -2,7 +2,7 @@
 // signed by a key of OAUTH_JWKS, plus `X-KeyID: <keys_changed_at>-<client
 // state>`. On when OAUTH_JWKS is set. The checks of claims and X-KeyID are
 // pure functions; the signature and times are jose's (jwks.ts).
-import { InvalidClientState, InvalidCredentials, InvalidKeyId } from '../../lib/errors.js';
+import { InvalidClientState, InvalidCredentials, InvalidKeyId, MOZILLA_ERRORS } from '../../lib/errors.js';
 import { base64UrlDecode, checkTimes, parseGeneration } from './assertion.js';
 import { localJwtVerifier } from './jwks.js';
 import type { SchemeFactory } from './schemes.js';
@@ -27,7 +27,8 @@ export interface KeyId {
 
 /** `X-KeyID: <kca>-<base64url client state>`: missing or not visible ASCII → invalid-key-id; other malformations → invalid-credentials. */
 export function parseKeyId(value: string | undefined): KeyId {
-  if (value === undefined || value === '' || !VISIBLE_ASCII.test(value)) throw new InvalidKeyId('X-KeyID is required: <keys_changed_at>-<client state>');
+  if (value === undefined || value === '') throw new InvalidKeyId('X-KeyID is required: <keys_changed_at>-<client state>', { answer: MOZILLA_ERRORS.missingKeyId.entry });
+  if (!VISIBLE_ASCII.test(value)) throw new InvalidKeyId('X-KeyID must be visible ASCII', { answer: MOZILLA_ERRORS.invalidKeyId.entry });
   if (value.length > MAX_KEY_ID_LENGTH) throw new InvalidCredentials('X-KeyID is too long', { field: KEY_ID_HEADER });
   const dash = value.indexOf('-');
   const kca = value.slice(0, dash);
@@ -42,7 +43,7 @@ export function parseKeyId(value: string | undefined): KeyId {
 /** X-Client-State, when sent, must name the same state as X-KeyID. */
 export function checkClientStateHeader(sent: string | undefined, keyId: KeyId): void {
   if (sent !== undefined && sent !== '' && sent.toLowerCase() !== keyId.clientState) {
-    throw new InvalidClientState('X-Client-State does not match X-KeyID');
+    throw new InvalidClientState('X-Client-State does not match X-KeyID', { answer: MOZILLA_ERRORS.clientStateMismatch.entry });
   }
 }
 

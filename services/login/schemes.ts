@@ -3,7 +3,7 @@
 // `SchemeFactory`; the list below is every scheme there is, and configuration
 // decides which are on. A third scheme is one new file and one line here.
 import type { LoginConfig } from '../../lib/config.js';
-import { Unauthorized } from '../../lib/errors.js';
+import { MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { splitAuthorization } from './authorization.js';
 import { assertionScheme } from './scheme-assertion.js';
 import { bearerScheme } from './scheme-bearer.js';
@@ -62,7 +62,7 @@ export function authenticator(schemes: readonly AuthScheme[]): Authenticator {
     async authenticate(request) {
       const { name, credentials } = splitAuthorization(request.authorization);
       const scheme = schemeFor(schemes, name);
-      if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${challenges.join(' or ')}`);
+      if (!scheme) throw new Unauthorized(`unsupported authorization scheme; use ${challenges.join(' or ')}`, { answer: MOZILLA_ERRORS.unsupportedScheme.entry });
       if (credentials === '') throw new Unauthorized('missing credentials');
       return scheme.verify(credentials, { ...request, authorization: request.authorization! });
     },

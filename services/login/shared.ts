@@ -1,7 +1,7 @@
 // Middleware shared by the login endpoints, and what every endpoint gets.
 import type { Middleware } from 'koa';
 import type { LoginConfig } from '../../lib/config.js';
-import { MethodNotAllowed, ServiceUnavailable } from '../../lib/errors.js';
+import { MethodNotAllowed, ServiceUnavailable, type ProtocolError } from '../../lib/errors.js';
 import { decideLoad, type LoopDelay } from '../../lib/load.js';
 import { flatLogger, type Logger } from '../../lib/log.js';
 import { statusStringOf, type LoginMetrics } from '../../lib/metrics.js';
@@ -31,6 +31,8 @@ export function allowMethods(methods: readonly string[]): Middleware {
 
 /** A path for the access line: unknown paths are whatever the client sent, so cut short. */
 const MAX_LOGGED_PATH = 200;
+/** A refusal's reason on the access line: it may quote what the client sent. */
+const MAX_LOGGED_REASON = 200;
 
 /**
  * The request's logger: carries its request id. Made when a line other than
@@ -42,8 +44,10 @@ export function requestLog(ctx: { state: { requestId?: string } }, log: Logger):
 
 /**
  * Outermost: a request id (the caller's X-Request-Id when sane, in
- * `ctx.state.requestId`), X-Timestamp on every response, one access line and
- * the request metrics per request. The access line never holds headers or the query.
+ * `ctx.state.requestId`), X-Timestamp and X-Content-Type-Options on every
+ * response, one access line and the request metrics per request. The access
+ * line never holds headers or the query; for a 4xx refusal it holds the
+ * reason, which the body (Mozilla's wording, DESIGN §11.2) often leaves out.
  */
 export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
   /** The access line: flat, every value a string or a number. */
@@ -53,6 +57,8 @@ export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
     ctx.state.requestId = requestId;
     ctx.set(REQUEST_ID_HEADER, requestId);
     ctx.set('X-Timestamp', String(Math.floor(Date.now() / 1000)));
+    // Every body is JSON: no browser may read one as anything else (DESIGN §11.2).
+    ctx.set('X-Content-Type-Options', 'nosniff');
     const started = performance.now();
     try {
       await next();
@@ -63,10 +69,13 @@ export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : 'unmatched';
       metrics.observeRequest({ route, method: ctx.method, status: ctx.status, statusString, seconds });
       const uid = (ctx.state.user as { uid?: number } | undefined)?.uid;
+      const error = ctx.state.error as ProtocolError | undefined;
+      // 5xx messages may hold internals; errorHandler logs those on their own line.
+      const reason = error?.expose ? error.message.slice(0, MAX_LOGGED_REASON) : undefined;
       // The request id as a field rather than through a child logger made per request;
       // pino leaves out the fields that are undefined.
       access.info(
-        { requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, ms: Math.round(seconds * 1000), uid: uid || undefined },
+        { requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, reason, ms: Math.round(seconds * 1000), uid: uid || undefined },
         'request',
       );
     }

@@ -5,6 +5,7 @@ import {
   capacityProblem,
   initialAvailable,
   isEligible,
+  isReleasable,
   nodeInputProblem,
   pickNode,
   rankNodes,
@@ -27,6 +28,17 @@ test('isEligible: every condition can exclude a node', () => {
   assert.equal(isEligible(node({ capacity: 0, currentLoad: 0 })), false, 'zero capacity');
   assert.equal(isEligible(node({ downed: true })), false, 'downed');
   assert.equal(isEligible(node({ backoff: true })), false, 'backoff');
+});
+
+test('isReleasable: no slots, room below capacity and not down; backoff is no bar', () => {
+  assert.equal(isReleasable(node({ available: 0 })), true);
+  assert.equal(isReleasable(node({ available: -3 })), true, 'overdrawn slots');
+  assert.equal(isReleasable(node({ available: 0, backoff: true })), true, 'backoff');
+  assert.equal(isReleasable(node({ available: 1 })), false, 'slots left');
+  assert.equal(isReleasable(node({ available: 0, currentLoad: 100 })), false, 'full');
+  assert.equal(isReleasable(node({ available: 0, currentLoad: 101 })), false, 'over capacity');
+  assert.equal(isReleasable(node({ available: 0, capacity: 0, currentLoad: 0 })), false, 'zero capacity');
+  assert.equal(isReleasable(node({ available: 0, downed: true })), false, 'downed');
 });
 
 test('pickNode: lowest load ratio wins, not lowest load', () => {

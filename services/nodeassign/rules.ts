@@ -9,6 +9,15 @@ export function isEligible(node: NodeRecord): boolean {
   return node.available > 0 && node.currentLoad < node.capacity && !node.downed && !node.backoff;
 }
 
+/**
+ * A node whose slots may be opened again when no node has any (Mozilla's
+ * release_capacity): none left, room below capacity, not down. A node in
+ * backoff counts too, so that it has slots the moment its backoff ends.
+ */
+export function isReleasable(node: NodeRecord): boolean {
+  return node.available <= 0 && node.currentLoad < node.capacity && !node.downed;
+}
+
 export function loadRatio(node: NodeRecord): number {
   return node.currentLoad / node.capacity;
 }
@@ -36,7 +45,7 @@ export function initialAvailable(capacity: number, rate: number): number {
   return Math.min(ceilShare(capacity, rate), capacity);
 }
 
-/** Slots to open on an exhausted node: ceil(capacity × rate), at most the room left (never negative). */
+/** Slots to open on a releasable node: ceil(capacity × rate), at most the room left (never negative). */
 export function releasedAvailable(node: NodeRecord, rate: number): number {
   return Math.max(0, Math.min(ceilShare(node.capacity, rate), node.capacity - node.currentLoad));
 }

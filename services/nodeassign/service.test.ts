@@ -185,6 +185,24 @@ test('Allocate releases ceil(capacity × rate) slots, at most the room left, whe
   await assert.rejects(allocateNode(service), NoNodeAvailable);
 });
 
+test('Allocate releases slots on nodes in backoff too, so one has slots the moment its backoff ends', async () => {
+  const service = freshService();
+  const [open, back] = ['https://open.example.com', 'https://back.example.com'];
+  await addNode(service, open, 20); // 2 slots each
+  await addNode(service, back, 20);
+  for (let i = 0; i < 4; i++) await allocateNode(service);
+  await updateNode({ service, url: back, backoff: true });
+  // No slots anywhere: the release round opens slots on both, and the user goes to the open node.
+  assert.equal((await allocateNode(service)).url, open);
+  const released = Object.fromEntries((await listNodes(service)).map((n) => [n.url, n.available]));
+  assert.deepEqual(released, { [open]: 1, [back]: 2 });
+  // Back from backoff with slots of its own: it is chosen (less loaded) without another release round.
+  await updateNode({ service, url: back, backoff: false });
+  const next = await allocateNode(service);
+  assert.equal(next.url, back);
+  assert.equal(next.available, 1);
+});
+
 test('Allocate on an exhausted node under concurrency: releases never push the load beyond capacity', async () => {
   const service = freshService();
   const url = 'https://rc.example.com';

@@ -1,7 +1,7 @@
 // NodeAssign gRPC handlers. Allocate reads a few candidates from the index,
 // claims the best one with a guarded update (trying the next if another
-// request took the last slot), and opens new slots on exhausted nodes when no
-// candidate is left.
+// request took the last slot), and opens new slots on every node that has room
+// (in backoff or not) when no candidate is left.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { Conflict, NoNodeAvailable, RecordNotFound } from '../../lib/errors.js';
 import { unary } from '../../lib/grpc.js';
@@ -41,9 +41,9 @@ export async function allocate(store: NodeStore, service: string, releaseRate: n
       if (claimed) return claimed;
     }
     if (candidates.length > 0) continue;
-    // No slots anywhere: open a share of each exhausted node's capacity, then look again.
+    // No slots anywhere: open a share of each releasable node's capacity, then look again.
     let releasable = false;
-    for (const node of await store.exhausted(service)) {
+    for (const node of await store.releasable(service)) {
       const available = releasedAvailable(node, releaseRate);
       if (available <= 0) continue;
       releasable = true;

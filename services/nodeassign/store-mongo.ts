@@ -70,7 +70,7 @@ export class MongoNodeStore implements NodeStore {
         store.nodes.createIndexes([
           { key: { service: 1, url: 1 }, name: 'service_url', unique: true },
           { key: { service: 1, ratio: 1, url: 1 }, name: 'candidates', partialFilterExpression: HAS_SLOTS_AND_UP },
-          // exhausted: the nodes of a service without slots.
+          // releasable: the nodes of a service without slots.
           { key: { service: 1, available: 1 }, name: 'service_available' },
         ]),
       );
@@ -224,10 +224,11 @@ export class MongoNodeStore implements NodeStore {
     });
   }
 
-  exhausted(service: string): Promise<NodeRecord[]> {
+  releasable(service: string): Promise<NodeRecord[]> {
     return mongoCall(async () => {
+      // rules.ts isReleasable; backoff is no bar.
       const docs = await this.nodes
-        .find({ service, available: { $lte: 0 }, downed: false, backoff: false })
+        .find({ service, available: { $lte: 0 }, downed: false, $expr: { $lt: ['$currentLoad', '$capacity'] } })
         .sort({ url: 1 })
         .toArray();
       return docs.map(fromDoc);

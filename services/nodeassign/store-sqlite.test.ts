@@ -1,4 +1,5 @@
 import { after, test } from 'node:test';
+import Database from 'better-sqlite3';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,4 +39,24 @@ test('sqlite: the nodes and users stores share one file through openNodeStore', 
   assert.equal((await users.get('sync', 'alice@example.com'))?.uid, 1);
   await nodes.close();
   await users.close();
+});
+
+test('sqlite: a file with the older exhausted index (backoff excluded) gets the releasable one instead', async () => {
+  const file = freshFile();
+  const older = SqliteNodeStore.open(file);
+  await older.close();
+  const db = new Database(file);
+  db.exec('DROP INDEX na_nodes_releasable; CREATE INDEX na_nodes_exhausted ON na_nodes (service, url) WHERE available <= 0 AND downed = 0 AND backoff = 0');
+  db.close();
+  const store = SqliteNodeStore.open(file);
+  await store.add(sampleNode({ available: 0, backoff: true }));
+  assert.equal((await store.releasable('sync')).length, 1);
+  await store.close();
+  const check = new Database(file, { readonly: true });
+  try {
+    const names = (check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'na_nodes'").all() as Array<{ name: string }>).map((r) => r.name);
+    assert.ok(names.includes('na_nodes_releasable') && !names.includes('na_nodes_exhausted'), names.join());
+  } finally {
+    check.close();
+  }
 });

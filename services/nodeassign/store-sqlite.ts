@@ -9,6 +9,8 @@ import type { NodePatch, NodeRecord, NodeStore } from './store.js';
 // expression index and in the candidates query: SQLite only uses the index
 // when the query repeats them exactly.
 const ELIGIBLE = 'available > 0 AND current_load < capacity AND downed = 0 AND backoff = 0';
+// rules.ts isReleasable, likewise repeated in its partial index and its query.
+const RELEASABLE = 'available <= 0 AND current_load < capacity AND downed = 0';
 const LOAD_RATIO = 'CAST(current_load AS REAL) / capacity';
 
 const SCHEMA = `
@@ -23,7 +25,8 @@ CREATE TABLE IF NOT EXISTS na_nodes (
   PRIMARY KEY (service, url)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS na_nodes_candidates ON na_nodes (service, (${LOAD_RATIO}), url) WHERE ${ELIGIBLE};
-CREATE INDEX IF NOT EXISTS na_nodes_exhausted ON na_nodes (service, url) WHERE available <= 0 AND downed = 0 AND backoff = 0;
+DROP INDEX IF EXISTS na_nodes_exhausted;
+CREATE INDEX IF NOT EXISTS na_nodes_releasable ON na_nodes (service, url) WHERE ${RELEASABLE};
 `;
 
 interface NodeRow {
@@ -83,9 +86,7 @@ export class SqliteNodeStore implements NodeStore {
       setAvailable: db.prepare<[number, string, string, number, number]>(
         'UPDATE na_nodes SET available = ? WHERE service = ? AND url = ? AND current_load = ? AND available = ?',
       ),
-      exhausted: db.prepare<[string], NodeRow>(
-        'SELECT * FROM na_nodes WHERE service = ? AND available <= 0 AND downed = 0 AND backoff = 0 ORDER BY url',
-      ),
+      releasable: db.prepare<[string], NodeRow>(`SELECT * FROM na_nodes WHERE service = ? AND ${RELEASABLE} ORDER BY url`),
       ping: db.prepare('SELECT 1'),
     };
   }
@@ -158,8 +159,8 @@ export class SqliteNodeStore implements NodeStore {
     return this.stmts.setAvailable.run(available, node.service, node.url, node.currentLoad, node.available).changes === 1;
   }
 
-  async exhausted(service: string): Promise<NodeRecord[]> {
-    return this.stmts.exhausted.all(service).map(fromRow);
+  async releasable(service: string): Promise<NodeRecord[]> {
+    return this.stmts.releasable.all(service).map(fromRow);
   }
 
   async ping(): Promise<void> {

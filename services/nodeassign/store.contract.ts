@@ -188,19 +188,24 @@ export function nodeStoreContract(name: string, open: StoreOpener<NodeStore>, sk
     assert.equal((await store.get('sync', node.url))?.available, results.indexOf(true) + 1);
   });
 
-  it('exhausted lists the up nodes of the service that have no slots left', async (store) => {
+  it('releasable lists the nodes of the service without slots but with room that are not down, in backoff or not, by url', async (store) => {
     const add = (url: string, o: Partial<NodeRecord>) => store.add(sampleNode({ url: `https://${url}.example.com`, ...o }));
-    await add('a-exhausted', { capacity: 10, currentLoad: 3, available: 0 });
     await add('b-exhausted', { capacity: 10, currentLoad: 0, available: 0 });
+    await add('a-exhausted', { capacity: 10, currentLoad: 3, available: 0 });
+    await add('c-backoff', { capacity: 10, currentLoad: 3, available: 0, backoff: true });
+    await add('d-overdrawn', { capacity: 10, currentLoad: 9, available: -2 });
     await add('has-slots', { capacity: 10, currentLoad: 3, available: 1 });
     await add('downed', { capacity: 10, currentLoad: 3, available: 0, downed: true });
-    await add('backoff', { capacity: 10, currentLoad: 3, available: 0, backoff: true });
+    await add('full', { capacity: 10, currentLoad: 10, available: 0 });
+    await add('over', { capacity: 10, currentLoad: 12, available: 0 });
+    await add('zerocap', { capacity: 0, currentLoad: 0, available: 0 });
     await store.add(sampleNode({ service: 'notes', url: 'https://other.example.com', available: 0 }));
-    const urls = (await store.exhausted('sync')).map((n) => n.url).sort();
-    assert.deepEqual(urls, ['https://a-exhausted.example.com', 'https://b-exhausted.example.com']);
-    const [a] = (await store.exhausted('sync')).filter((n) => n.url === 'https://a-exhausted.example.com');
+    const urls = (ns: NodeRecord[]) => ns.map((n) => n.url.replace(/^https:\/\/|\.example\.com$/g, ''));
+    assert.deepEqual(urls(await store.releasable('sync')), ['a-exhausted', 'b-exhausted', 'c-backoff', 'd-overdrawn']);
+    const [a] = await store.releasable('sync');
     assert.deepEqual(a, sampleNode({ url: 'https://a-exhausted.example.com', capacity: 10, currentLoad: 3, available: 0 }));
-    assert.deepEqual(await store.exhausted('nothing'), []);
+    assert.deepEqual(urls(await store.releasable('notes')), ['other']);
+    assert.deepEqual(await store.releasable('nothing'), []);
   });
 
   it('release gives back one slot: load − 1, available + 1; at load 0 nothing changes; a missing node is null', async (store) => {

@@ -46,8 +46,8 @@ export interface NodeStore {
    * (compare-and-set); false when it changed meanwhile.
    */
   setAvailable(node: NodeRecord, available: number): Promise<boolean>;
-  /** Nodes of `service` that are up but have no slots left (candidates for release). */
-  exhausted(service: string): Promise<NodeRecord[]>;
+  /** Nodes of `service` whose slots may be opened again (rules.ts isReleasable), in backoff or not; ordered by url. */
+  releasable(service: string): Promise<NodeRecord[]>;
   /** Reachability check for health endpoints. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -41,3 +41,26 @@ export function accessToken(key: SigningKey, sub: string, claims: JWTPayload = {
 export function keyIdHeader(keysChangedAt: number, clientStateHex: string): string {
   return `${keysChangedAt}-${Buffer.from(clientStateHex, 'hex').toString('base64url')}`;
 }
+
+/** A token request with an access token (DESIGN §9.1): what to change from a valid one. */
+export interface BearerOptions {
+  /** X-KeyID's keys_changed_at (default 1000) and client state (hex, default aaaa). */
+  kca?: number;
+  state?: string;
+  /** The fxa-generation claim. */
+  generation?: number;
+  /** Signs instead of the default key. */
+  key?: SigningKey;
+  claims?: Record<string, unknown>;
+  header?: Record<string, unknown>;
+  /** Extra or replacing request headers; undefined leaves one out. */
+  headers?: Record<string, string | undefined>;
+}
+
+/** The request headers of a token request for `sub` with an access token from `issuer`. */
+export async function bearerHeaders(key: SigningKey, issuer: string, sub: string, o: BearerOptions = {}): Promise<Record<string, string>> {
+  const claims = { iss: issuer, ...(o.generation !== undefined ? { 'fxa-generation': o.generation } : {}), ...o.claims };
+  const token = await accessToken(o.key ?? key, sub, claims, o.header);
+  const headers = { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(o.kca ?? 1000, o.state ?? 'aaaa'), ...o.headers };
+  return Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== undefined));
+}

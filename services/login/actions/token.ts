@@ -4,8 +4,8 @@
 import type { Middleware, ParameterizedContext } from 'koa';
 import {
   BadRequest,
+  MOZILLA_ERRORS,
   NotAcceptable,
-  NotFound,
   ServiceUnavailable,
   UserNotAllowed,
 } from '../../../lib/errors.js';
@@ -13,7 +13,7 @@ import { isAllowedUser } from '../../../lib/config.js';
 import { accountIdKey, isLiveUid, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
-import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload, unsupportedApplication } from '../rules.js';
 import { authorizationOf } from '../authorization.js';
 import type { Identity } from '../schemes.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
@@ -40,7 +40,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
 
   const knownApplication: TokenMiddleware = async function knownApplication(ctx, next) {
     const { app, version } = ctx.params;
-    if (!isKnownApplication(config.applications, app, version)) throw new NotFound(`unknown application ${app}/${version}`);
+    if (!isKnownApplication(config.applications, app, version)) throw unsupportedApplication(config.applications, app, version);
     ctx.state.app = app;
     ctx.state.version = version;
     await next();
@@ -59,7 +59,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   const checkClientState: TokenMiddleware = async function checkClientState(ctx, next) {
     const value = ctx.get('X-Client-State');
     if (!isValidClientState(value)) {
-      throw new BadRequest('X-Client-State must match ^[a-zA-Z0-9._-]{1,32}$', { location: 'header', field: 'X-Client-State' });
+      throw new BadRequest('X-Client-State must match ^[a-zA-Z0-9._-]{1,32}$', { location: 'header', field: 'X-Client-State', answer: MOZILLA_ERRORS.invalidClientStateHeader.entry });
     }
     ctx.state.clientState = value;
     await next();

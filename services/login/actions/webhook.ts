@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { decodeProtectedHeader } from 'jose';
 import type { Middleware } from 'koa';
 import type { WebhookConfig } from '../../../lib/config.js';
-import { BadRequest, InvalidCredentials, InvalidTimestamp, PayloadTooLarge } from '../../../lib/errors.js';
+import { BadRequest, InvalidCredentials, InvalidTimestamp, MOZILLA_ERRORS, PayloadTooLarge } from '../../../lib/errors.js';
 import { authorizationOf, splitAuthorization } from '../authorization.js';
 import { localJwtVerifier } from '../jwks.js';
 import { allowMethods, type LoginDeps } from '../shared.js';
@@ -112,7 +112,8 @@ export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middle
 
   const handleEvents: Middleware = async function handleEvents(ctx) {
     const { name, credentials } = splitAuthorization(authorizationOf(ctx.req));
-    if (name.toLowerCase() !== 'bearer' || credentials === '') throw new InvalidCredentials('expected Authorization: Bearer <security event token>');
+    if (name.toLowerCase() !== 'bearer') throw new InvalidCredentials('expected Authorization: Bearer <security event token>', { answer: MOZILLA_ERRORS.webhookUnsupportedScheme.entry });
+    if (credentials === '') throw new InvalidCredentials('expected Authorization: Bearer <security event token>');
     // Checked even though the event is in the token, so a truncated delivery is a 400, not a silent 200.
     await checkBody(ctx.req);
     const claims = await verifyJwt(credentials, { audience: webhook.audience, issuer: webhook.issuer, clockTolerance: config.assertionSkew });
