@@ -10,10 +10,10 @@ import {
   UserNotAllowed,
 } from '../../../lib/errors.js';
 import { isAllowedUser } from '../../../lib/config.js';
-import { accountIdKey, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
+import { accountIdKey, makeToken, metricsHashKey, newSalt, tokenSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
-import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
+import { accountId, acceptsJson, apiEndpoint, hashedAccountId, hashedDeviceId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload } from '../rules.js';
 import type { Identity } from '../schemes.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
@@ -129,12 +129,15 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   const mintToken: TokenMiddleware = async function mintToken(ctx) {
     const { version, user, identity } = ctx.state;
     const duration = tokenDuration(ctx.query.duration, config.tokenDuration);
-    const secret = nodeSecrets(config.masterSecrets, user.node)[0];
+    const secret = tokenSecrets(config.tokenSecrets, config.masterSecrets, user.node)[0];
     const fxaUid = accountId(identity.email, config.oauthEmailDomain, accountKey);
+    const hashedFxaUid = hashedAccountId(metricsKey, fxaUid);
     const payload = tokenPayload({
       uid: user.uid,
       node: user.node,
       fxaUid,
+      hashedFxaUid,
+      hashedDeviceId: hashedDeviceId(metricsKey, hashedFxaUid),
       generation: user.generation,
       keysChangedAt: user.keysChangedAt,
       clientState: user.clientState,
@@ -150,7 +153,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
       api_endpoint: apiEndpoint(user.node, version, user.uid),
       duration,
       hashalg: 'sha256',
-      hashed_fxa_uid: hashedAccountId(metricsKey, fxaUid),
+      hashed_fxa_uid: hashedFxaUid,
     });
   };
 
