@@ -312,9 +312,12 @@ check('down (volumes kept) and up again: the same user keeps its uid', async () 
   assert.equal(body.uid, firstUid);
 });
 
-check('docker compose run --rm setup node dist/cli/main.js nodes list', async () => {
-  const out = await mustCompose(['run', '--rm', '-T', 'setup', 'node', 'dist/cli/main.js', 'nodes', 'list']);
+check('docker compose run --rm cli: nodes list, and nodes secret for the registered node', async () => {
+  const out = await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'list']);
   assert.ok(out.includes(nodeUrl), `nodes list names ${nodeUrl}:\n${out}`);
+  const secret = (await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'secret', 'sync', nodeUrl])).trim().split('\n')[0];
+  assert.match(secret, /^[0-9a-f]{128}$/, '64 bytes (half the master secret\'s length), in hex');
+  secrets.push(['node secret', secret]);
 });
 
 check('docker compose logs contain no secret, token, key or assertion', async () => {
