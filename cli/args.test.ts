@@ -62,6 +62,22 @@ test('global options may come before or after the command', () => {
   assert.deepEqual(a.globals.addrs, { nodeassign: 'na:1234', directory: '127.0.0.1:50051' });
 });
 
+test('nodes secret: the URL exactly as given, the master secrets and TOKEN_SECRETS; no backend, so no INTERNAL_SECRET', () => {
+  const master = 'm'.repeat(64);
+  const nowhere = { DATA_DIR: '/nonexistent/tokenserver-data' };
+  const p = run(['nodes', 'secret', 'sync', 'https://n.example/'], { ...nowhere, MASTER_SECRETS: master, INTERNAL_SECRET: '' });
+  assert.deepEqual(p.command, { kind: 'nodes secret', app: 'sync', url: 'https://n.example/', masterSecrets: [master], tokenSecrets: 'derived' });
+  assert.deepEqual(p.globals.addrs, {});
+  assert.equal(p.globals.auth.internalSecret, undefined);
+  const m = command(['nodes', 'secret', 'sync', 'https://n.example'], { MASTER_SECRETS: master, TOKEN_SECRETS: 'master' });
+  assert.ok(m.kind === 'nodes secret' && m.tokenSecrets === 'master');
+  usageError(['nodes', 'secret', 'sync', 'https://n.example'], /^nodes secret: TOKEN_SECRETS: must be derived or master, got "Master"/, { MASTER_SECRETS: master, TOKEN_SECRETS: 'Master' });
+  usageError(['nodes', 'secret', 'sync', 'https://n.example'], /^nodes secret: MASTER_SECRETS: is required/, nowhere);
+  usageError(['nodes', 'secret', 'sync', ' https://n.example'], /<url>: no surrounding whitespace/, { MASTER_SECRETS: master });
+  usageError(['nodes', 'secret', 'sync', 'https://n.example?x=1'], /<url>: must not carry a query/, { MASTER_SECRETS: master });
+  usageError(['nodes', 'secret', 'sync'], /missing <url>/, { MASTER_SECRETS: master });
+});
+
 test('users purge / users list / backup: durations, defaults, secrets only when the node deletes need them', () => {
   const p = command(['users', 'purge', '--grace', '12h', '--max', '5', '--app', 'sync'], { MASTER_SECRETS: 'a'.repeat(64) });
   assert.equal(p.kind, 'users purge');
@@ -70,6 +86,9 @@ test('users purge / users list / backup: durations, defaults, secrets only when 
   assert.equal(p.max, 5);
   assert.equal(p.app, 'sync');
   assert.deepEqual(p.masterSecrets, ['a'.repeat(64)]);
+  assert.equal(p.tokenSecrets, 'derived');
+  const m = command(['users', 'purge'], { MASTER_SECRETS: 'a'.repeat(64), TOKEN_SECRETS: 'master' });
+  assert.ok(m.kind === 'users purge' && m.tokenSecrets === 'master', 'the purger signs as login does');
   assert.deepEqual([...p.versions.get('sync')!], ['1.5']);
   const d = command(['users', 'purge', '--dry-run']);
   assert.ok(d.kind === 'users purge' && d.graceMs === 7 * 86_400_000 && d.masterSecrets.length === 0 && d.max === Number.MAX_SAFE_INTEGER);

@@ -4,10 +4,11 @@
 // names. Bad input is a UsageError (exit 2).
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULTS, address, applications, domain, grpcTls, int, internalSecret, list, masterSecrets, storeUrl, str, url, type Env } from '../lib/config.js';
+import { DEFAULTS, address, applications, domain, grpcTls, int, internalSecret, list, masterSecrets, storeUrl, str, tokenSecretsMode, url, type Env } from '../lib/config.js';
 import { readDevInternalSecret, readDevMasterSecrets } from '../lib/dev-secrets.js';
 import type { ClientAuth } from '../lib/grpc.js';
 import { ConfigError } from '../lib/errors.js';
+import type { TokenSecretsMode } from '../lib/token.js';
 import type { PurgeOptions } from './purge.js';
 
 export const PROGRAM = 'tokenserver-cli';
@@ -33,6 +34,7 @@ export type Command =
   | { kind: 'nodes list'; app: string }
   | { kind: 'nodes update'; app: string; url: string; patch: NodePatch }
   | { kind: 'nodes remove'; app: string; url: string }
+  | { kind: 'nodes secret'; app: string; url: string; masterSecrets: string[]; tokenSecrets: TokenSecretsMode }
   | { kind: 'users show'; app: string; email: string }
   | { kind: 'users retire'; app: string; email: string }
   | { kind: 'users list'; app: string; node?: string; replaced: boolean; limit: number; after: string }
@@ -106,6 +108,13 @@ export function urlArg(v: string, name = '<url>'): string {
   return viaConfig(name, v, (env, n) => url(env, n));
 }
 
+/** A node URL exactly as given, for what derives from every character of it (node secrets): the checks of urlArg, nothing trimmed. */
+export function exactUrlArg(v: string, name = '<url>'): string {
+  urlArg(v, name);
+  if (v !== v.trim()) throw new UsageError(`${name}: no surrounding whitespace, got ${JSON.stringify(v)}`);
+  return v;
+}
+
 export function emailArg(v: string): string {
   if (!/^[^\s@]+@[^\s@]+$/.test(v)) throw new UsageError(`<email>: expected an email address, got ${JSON.stringify(v)}`);
   return v;
@@ -143,6 +152,11 @@ function required<T>(name: string, v: T | undefined): T {
 
 function dataDir(opts: Values, env: Env): string {
   return typeof opts['data-dir'] === 'string' && opts['data-dir'] !== '' ? opts['data-dir'] : str(env, 'DATA_DIR', DEFAULTS.DATA_DIR);
+}
+
+/** MASTER_SECRETS (or _FILE); next to `npm start` the ones it generated. */
+function masterSecretsOrDev(env: Env): string[] {
+  return masterSecrets(env, readDevMasterSecrets(str(env, 'DATA_DIR', DEFAULTS.DATA_DIR)));
 }
 
 function generationClaim(env: Env): string {
@@ -206,6 +220,20 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     needs: ['nodeassign', 'directory'],
     build: (a) => ({ kind: 'nodes remove', app: appArg(a.app!), url: urlArg(a.url!) }),
+  },
+  {
+    name: 'nodes secret',
+    args: ['<app>', '<url>'],
+    summary: "print the secrets the node's tokens are signed with, newest first (a syncstorage-rs node's SYNC_MASTER_SECRET); <url> exactly as registered",
+    options: {},
+    needs: [],
+    build: (a, _o, env) => ({
+      kind: 'nodes secret',
+      app: appArg(a.app!),
+      url: exactUrlArg(a.url!),
+      masterSecrets: masterSecretsOrDev(env),
+      tokenSecrets: tokenSecretsMode(env),
+    }),
   },
   {
     name: 'users show',
@@ -275,7 +303,8 @@ export const COMMANDS: CommandSpec[] = [
         keepClientStates:
           wholeNumber('--keep-client-states', o['keep-client-states']) ?? int(env, 'PURGE_KEEP_CLIENT_STATES', DEFAULTS.PURGE_KEEP_CLIENT_STATES, 0, 1000),
         leaseMs: PURGE_LEASE_MS,
-        masterSecrets: needSecrets ? masterSecrets(env, readDevMasterSecrets(str(env, 'DATA_DIR', DEFAULTS.DATA_DIR))) : [],
+        masterSecrets: needSecrets ? masterSecretsOrDev(env) : [],
+        tokenSecrets: tokenSecretsMode(env),
         versions: applications(env),
         oauthEmailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
         deadlineMs: DEFAULTS.UPSTREAM_TIMEOUT_MS,

@@ -10,6 +10,7 @@ import { Conflict, ProtocolError, RecordNotFound, ServiceUnavailable } from '../
 import { call, grpcClient, type ClientAuth } from '../lib/grpc.js';
 import { DirectoryClient } from '../lib/gen/directory.js';
 import { NodeAssignClient, type Node } from '../lib/gen/nodeassign.js';
+import { tokenSecrets } from '../lib/token.js';
 import type { Backend, Command, Globals } from './args.js';
 import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser, formatUserList } from './format.js';
 import { formatPurge, purge } from './purge.js';
@@ -213,6 +214,10 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
     }
     case 'nodes remove':
       return nodesRemove(b, cmd);
+    case 'nodes secret': {
+      const secrets = [...tokenSecrets(cmd.tokenSecrets, cmd.masterSecrets, cmd.url)];
+      return { json: { app: cmd.app, url: cmd.url, tokenSecrets: cmd.tokenSecrets, secrets }, text: secrets.map((s) => `${s}\n`).join('') };
+    }
     case 'users show': {
       const { user } = await b.rpc('directory', (c) => c.getUser, { service: cmd.app, email: cmd.email });
       if (!user) throw new CliFailure('the service returned no user');

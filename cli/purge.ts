@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import { RecordNotFound } from '../lib/errors.js';
 import type { ReplacedUser, User } from '../lib/gen/directory.js';
 import { hawkHeader } from '../lib/hawk.js';
-import { accountIdKey, makeToken, newSalt, nodeSecrets } from '../lib/token.js';
+import { accountIdKey, makeToken, newSalt, tokenSecrets, type TokenSecretsMode } from '../lib/token.js';
 import { accountId, apiEndpoint } from '../services/login/rules.js';
 import type { Backends } from './commands.js';
 
@@ -26,6 +26,8 @@ export interface PurgeOptions {
   leaseMs: number;
   /** Node deletes: secrets, the versions of each application, the FxA domain; unused with skipNodeDelete. */
   masterSecrets: string[];
+  /** TOKEN_SECRETS: the node checks the purger's token as it checks login's. */
+  tokenSecrets: TokenSecretsMode;
   versions: Map<string, Set<string>>;
   oauthEmailDomain: string;
   deadlineMs: number;
@@ -68,10 +70,10 @@ export function nodeDeleteRequest(
   user: Pick<User, 'email'>,
   entry: Pick<ReplacedUser, 'uid' | 'node'>,
   version: string,
-  o: Pick<PurgeOptions, 'masterSecrets' | 'oauthEmailDomain'>,
+  o: Pick<PurgeOptions, 'masterSecrets' | 'tokenSecrets' | 'oauthEmailDomain'>,
   nowSeconds: number,
 ): { url: string; authorization: string } {
-  const secret = nodeSecrets(o.masterSecrets, entry.node)[0];
+  const secret = tokenSecrets(o.tokenSecrets, o.masterSecrets, entry.node)[0];
   const { id, key } = makeToken(
     {
       uid: entry.uid,

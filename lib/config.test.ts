@@ -55,6 +55,20 @@ test('login and the gateway refuse a short master secret at start', () => {
   refused(() => loginConfig({ ...env, INTERNAL_SECRET: secret() }, { trustedIssuers: new Map() }), 'MASTER_SECRETS');
 });
 
+test('TOKEN_SECRETS: derived by default, or master, for login and the gateway alike; anything else stops them, naming it', () => {
+  const env = { MASTER_SECRETS: secret(), INTERNAL_SECRET: secret(), NODE_URL: 'https://n.example', UPSTREAM_URL: 'http://127.0.0.1:1', AUDIENCES: 'https://a.example' };
+  const login = (extra: Record<string, string> = {}) => loginConfig({ ...env, ...extra }, { trustedIssuers: new Map() });
+  assert.equal(login().tokenSecrets, 'derived');
+  assert.equal(gatewayConfig(env).tokenSecrets, 'derived');
+  assert.equal(login({ TOKEN_SECRETS: ' master ' }).tokenSecrets, 'master');
+  assert.equal(gatewayConfig({ ...env, TOKEN_SECRETS: 'master' }).tokenSecrets, 'master');
+  assert.equal(gatewayConfig({ ...env, TOKEN_SECRETS: 'derived' }).tokenSecrets, 'derived');
+  for (const bad of ['MASTER', 'node', 'derived,master', '1']) {
+    refused(() => login({ TOKEN_SECRETS: bad }), 'TOKEN_SECRETS', /must be derived or master/);
+    refused(() => gatewayConfig({ ...env, TOKEN_SECRETS: bad }), 'TOKEN_SECRETS', /must be derived or master/);
+  }
+});
+
 test('*_FILE: the value comes from the file; both forms, an unreadable or empty file are refused, naming the variable', () => {
   withTempDir((dir) => {
     const file = path.join(dir, 'master');

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ANY_DOMAIN, emailDomain, normalizeDomain, normalizeEmail } from './email.js';
 import { ConfigError } from './errors.js';
+import { TOKEN_SECRETS_MODES, type TokenSecretsMode } from './token.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -12,6 +13,8 @@ export const DEFAULTS = {
   DATA_DIR: './data',
   APPLICATIONS: 'sync/1.5',
   TOKEN_DURATION: 3600,
+  /** What tokens are signed with (lib/token.ts tokenSecrets): each node's derived secret, or the master secret itself. */
+  TOKEN_SECRETS: 'derived' as TokenSecretsMode,
   ALLOW_NEW_USERS: true,
   DIRECTORY_ADDR: '127.0.0.1:50051',
   NODEASSIGN_ADDR: '127.0.0.1:50052',
@@ -223,6 +226,14 @@ export function masterSecrets(env: Env, fallback?: string[]): string[] {
   const problem = masterSecretsProblem(secrets);
   if (problem) throw new ConfigError('MASTER_SECRETS', problem);
   return secrets;
+}
+
+/** TOKEN_SECRETS: `derived` or `master` (lib/token.ts tokenSecrets); login, the gateway and the CLI must agree. */
+export function tokenSecretsMode(env: Env): TokenSecretsMode {
+  const v = str(env, 'TOKEN_SECRETS', DEFAULTS.TOKEN_SECRETS);
+  const mode = TOKEN_SECRETS_MODES.find((m) => m === v);
+  if (mode === undefined) throw new ConfigError('TOKEN_SECRETS', `must be ${TOKEN_SECRETS_MODES.join(' or ')}, got ${JSON.stringify(v)}`);
+  return mode;
 }
 
 /** INTERNAL_SECRET (or INTERNAL_SECRET_FILE): what every internal gRPC call carries. */
@@ -521,6 +532,7 @@ export interface LoginConfig {
   port: number;
   host: string;
   masterSecrets: string[];
+  tokenSecrets: TokenSecretsMode;
   applications: Map<string, Set<string>>;
   audiences: string[];
   trustedIssuers: TrustedIssuers;
@@ -578,6 +590,7 @@ export function loginConfig(
     port: port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     masterSecrets: masterSecrets(env, overrides.masterSecrets),
+    tokenSecrets: tokenSecretsMode(env),
     applications: applications(env),
     audiences,
     trustedIssuers,
@@ -694,6 +707,7 @@ export interface GatewayConfig {
   port: number;
   host: string;
   masterSecrets: string[];
+  tokenSecrets: TokenSecretsMode;
   nodeUrl: string;
   upstreamUrl: string;
   hawkSkew: number;
@@ -712,6 +726,7 @@ export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } 
     port: port(env, 'GATEWAY_PORT', DEFAULTS.GATEWAY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     masterSecrets: masterSecrets(env, overrides.masterSecrets),
+    tokenSecrets: tokenSecretsMode(env),
     nodeUrl: url(env, 'NODE_URL'),
     upstreamUrl: url(env, 'UPSTREAM_URL'),
     hawkSkew: int(env, 'HAWK_SKEW', DEFAULTS.HAWK_SKEW, 1, 86_400),

@@ -54,6 +54,20 @@ export function nodeSecrets(masters: readonly string[], nodeUrl: string): string
   return remember(nodeSecretCache, `${nodeUrl}\n${masters.join('\n')}`, () => masters.map((m) => deriveNodeSecret(m, nodeUrl)));
 }
 
+/**
+ * TOKEN_SECRETS: what a node's tokens are signed with. `derived`: the node's
+ * own secret (DESIGN §5), so a node knows only its own. `master`: the master
+ * secret itself, as Mozilla's Rust tokenserver signs, for storage nodes that
+ * share one SYNC_MASTER_SECRET with their tokenserver.
+ */
+export const TOKEN_SECRETS_MODES = ['derived', 'master'] as const;
+export type TokenSecretsMode = (typeof TOKEN_SECRETS_MODES)[number];
+
+/** The secrets tokens for `nodeUrl` are signed with, newest first: login signs with the first, a node accepts any. */
+export function tokenSecrets(mode: TokenSecretsMode, masters: readonly string[], nodeUrl: string): readonly string[] {
+  return mode === 'master' ? masters : nodeSecrets(masters, nodeUrl);
+}
+
 // Not a tokenlib derivation: ours, so its info string names this service.
 const ACCOUNT_ID_INFO = 'tokenserver/v1/account-id';
 const METRICS_HASH_INFO = 'tokenserver/v1/metrics-hash';

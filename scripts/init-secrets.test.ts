@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ensureSecrets } from './init-secrets.js';
+import { ensureSecrets, parseShares, shareSecrets } from './init-secrets.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'init-secrets-'));
@@ -58,4 +58,39 @@ test('ensureSecrets: a folder it cannot write is an error, not a silent success'
   assert.throws(() => ensureSecrets(path.join(dir, 'missing')), /ENOENT/);
   writeFileSync(path.join(dir, 'file'), '');
   assert.throws(() => ensureSecrets(path.join(dir, 'file'), { MASTER_SECRETS: MASTER }), /ENOTDIR/);
+});
+
+test('shareSecrets: each named file, and only it, into its own folder, mode 0600; rewritten only when it changed, a link replaced, not followed', (t) => {
+  const dir = tempDir(t);
+  const store = path.join(dir, 'store');
+  const master = path.join(dir, 'master');
+  const internal = path.join(dir, 'internal');
+  for (const d of [store, master, internal]) mkdirSync(d);
+  ensureSecrets(store);
+  const shares = parseShares([`master_secrets=${master}`, `internal_secret=${internal}`]);
+  assert.deepEqual(shareSecrets(store, shares), ['master_secrets', 'internal_secret']);
+  assert.equal(read(master, 'master_secrets'), read(store, 'master_secrets'));
+  assert.equal(read(internal, 'internal_secret'), read(store, 'internal_secret'));
+  assert.throws(() => read(master, 'internal_secret'), /ENOENT/, 'the master folder holds the master secrets only');
+  assert.throws(() => read(internal, 'master_secrets'), /ENOENT/);
+  for (const f of [path.join(master, 'master_secrets'), path.join(internal, 'internal_secret')]) assert.equal(statSync(f).mode & 0o777, 0o600, f);
+  assert.deepEqual(shareSecrets(store, shares), [], 'unchanged: nothing rewritten');
+
+  ensureSecrets(store, { MASTER_SECRETS: MASTER });
+  const outside = path.join(dir, 'outside');
+  writeFileSync(outside, 'untouched');
+  rmSync(path.join(master, 'master_secrets'));
+  symlinkSync(outside, path.join(master, 'master_secrets'));
+  assert.deepEqual(shareSecrets(store, shares), ['master_secrets']);
+  assert.equal(read(master, 'master_secrets'), MASTER);
+  assert.ok(!lstatSync(path.join(master, 'master_secrets')).isSymbolicLink());
+  assert.equal(readFileSync(outside, 'utf8'), 'untouched');
+});
+
+test('parseShares: <file>=<folder> with a known file name, anything else refused', () => {
+  assert.deepEqual(parseShares(['master_secrets=/m', 'internal_secret=/i']), [
+    { name: 'master_secrets', dir: '/m' },
+    { name: 'internal_secret', dir: '/i' },
+  ]);
+  for (const bad of ['master_secrets', 'master_secrets=', 'other=/x', '=/x']) assert.throws(() => parseShares([bad]), /expected <file>=<folder>/, bad);
 });

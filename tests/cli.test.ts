@@ -18,11 +18,15 @@ import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin } from '../services/login/server.js';
 import { newSecret, TEST_AUTH } from './support/services.js';
+import { parseToken } from '../lib/token.js';
+import { InvalidCredentials } from '../lib/errors.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = path.join(ROOT, 'cli/main.ts');
 /** Guards against a hanging CLI; an answer within it is not a timing claim. */
 const HANG_MS = 20_000;
+/** Login's MASTER_SECRETS. */
+const MASTER_SECRET = newSecret();
 
 interface Run {
   code: number | null;
@@ -125,7 +129,7 @@ before(async () => {
     loginConfig({
       ...env,
       LOGIN_PORT: '0',
-      MASTER_SECRETS: newSecret(),
+      MASTER_SECRETS: MASTER_SECRET,
       AUDIENCES: audience,
       TRUSTED_ISSUERS: path.join(dir, 'trusted-issuers.json'),
       APPLICATIONS: 'sync/1.5',
@@ -257,6 +261,39 @@ test('nodes remove moves its users to another node at their next login', async (
   assert.ok(second.body.api_endpoint.startsWith(`${b}/1.5/`), second.body.api_endpoint);
   assert.equal((await ok(['users', 'show', 'sync', 'alice@example.com', '--json'])).json.user.node, b);
   await ok(['nodes', 'remove', 'sync', b]);
+});
+
+test("nodes secret: login's signing secret for that exact node URL first, then older ones; TOKEN_SECRETS=master prints the master secrets", async () => {
+  const node = 'https://secret-node.example:8443';
+  await ok(['nodes', 'add', 'sync', node, '--capacity', '100']);
+  const token = await login('dora@example.com');
+  assert.equal(token.status, 200, JSON.stringify(token.body));
+  const older = newSecret();
+  const masters = { MASTER_SECRETS: `${MASTER_SECRET},${older}` };
+
+  const text = await ok(['nodes', 'secret', 'sync', node], masters);
+  const secrets = text.stdout.split('\n').slice(0, -1);
+  assert.equal(secrets.length, 2);
+  for (const s of secrets) assert.match(s, /^[0-9a-f]{64}$/);
+  assert.equal(parseToken(token.body.id, secrets.slice(0, 1)).payload.uid, token.body.uid, "the first verifies login's token");
+  assert.throws(() => parseToken(token.body.id, secrets.slice(1)), InvalidCredentials, 'the older one does not');
+  const json = await ok(['nodes', 'secret', 'sync', node, '--json'], masters);
+  assert.deepEqual(json.json, { app: 'sync', url: node, tokenSecrets: 'derived', secrets });
+
+  // Another spelling of the URL is another node to the secret: nothing is normalised.
+  const slash = await ok(['nodes', 'secret', 'sync', `${node}/`], masters);
+  assert.notEqual(slash.stdout.split('\n')[0], secrets[0]);
+
+  const master = await ok(['nodes', 'secret', 'sync', node, '--json'], { ...masters, TOKEN_SECRETS: 'master' });
+  assert.deepEqual(master.json.secrets, [MASTER_SECRET, older]);
+  assert.equal(master.json.tokenSecrets, 'master');
+
+  await Promise.all([
+    fails(['nodes', 'secret', 'sync', node], 2, /TOKEN_SECRETS: must be derived or master, got "node"/, { ...masters, TOKEN_SECRETS: 'node' }),
+    fails(['nodes', 'secret', 'sync', node], 2, /MASTER_SECRETS: is required/, { DATA_DIR: path.join(dir, 'nowhere') }),
+    fails(['nodes', 'secret', 'sync', 'node.example'], 2, /<url>: must be an absolute URL/, masters),
+  ]);
+  await ok(['nodes', 'remove', 'sync', node]);
 });
 
 test('setup registers a node only for applications without one, and writes the development IdP', async () => {

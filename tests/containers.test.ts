@@ -220,16 +220,27 @@ check('docker compose up: every service healthy, one-shots completed, depends_on
   assert.ok(t('node-gateway', 'StartedAt') > t('demo-app', 'StartedAt'), 'node-gateway started after demo-app');
 });
 
-check('secrets: generated once into the volume, mode 0600, uid 1000, long enough', async () => {
-  const out = await mustCompose(['exec', '-T', 'login', 'sh', '-c', 'cd /secrets && stat -c "%n %a %u" master_secrets internal_secret && wc -c < master_secrets && wc -c < internal_secret']);
+check('secrets: generated once, mode 0600, uid 1000, long enough; each in the volume of the services that need it only', async () => {
+  const out = await mustCompose([
+    'exec', '-T', 'login', 'sh', '-c',
+    'stat -c "%n %a %u" /master-secrets/master_secrets /internal-secret/internal_secret && wc -c < /master-secrets/master_secrets && wc -c < /internal-secret/internal_secret',
+  ]);
   const [m, i, mLen, iLen] = out.trim().split('\n');
-  assert.equal(m, 'master_secrets 600 1000');
-  assert.equal(i, 'internal_secret 600 1000');
+  assert.equal(m, '/master-secrets/master_secrets 600 1000');
+  assert.equal(i, '/internal-secret/internal_secret 600 1000');
   assert.ok(Number(mLen) >= 64, `MASTER_SECRETS holds ${mLen} characters`);
   assert.ok(Number(iLen) >= 64, `INTERNAL_SECRET holds ${iLen} hex characters (32 bytes)`);
-  for (const f of ['master_secrets', 'internal_secret']) {
-    secrets.push([f, (await mustCompose(['exec', '-T', 'login', 'cat', `/secrets/${f}`])).trim()]);
+  for (const f of ['/master-secrets/master_secrets', '/internal-secret/internal_secret']) {
+    secrets.push([path.basename(f), (await mustCompose(['exec', '-T', 'login', 'cat', f])).trim()]);
   }
+  // The gateway has no internal secret, directory no master secret, the application neither.
+  const absent = async (service: string, files: string[]) => {
+    const listing = await mustCompose(['exec', '-T', service, 'sh', '-c', `ls ${files.join(' ')} 2>&1; true`]);
+    for (const f of files) assert.match(listing, new RegExp(`${f}.*No such file`), `${service} has no ${f}`);
+  };
+  await absent('node-gateway', ['/internal-secret/internal_secret', '/secrets/master_secrets']);
+  await absent('directory', ['/master-secrets/master_secrets', '/secrets/master_secrets']);
+  await absent('demo-app', ['/master-secrets/master_secrets', '/internal-secret/internal_secret', '/secrets/master_secrets']);
 });
 
 check('login over HTTP: a token for an assertion of the development IdP', async () => {
@@ -301,9 +312,12 @@ check('down (volumes kept) and up again: the same user keeps its uid', async () 
   assert.equal(body.uid, firstUid);
 });
 
-check('docker compose run --rm setup node dist/cli/main.js nodes list', async () => {
-  const out = await mustCompose(['run', '--rm', '-T', 'setup', 'node', 'dist/cli/main.js', 'nodes', 'list']);
+check('docker compose run --rm cli: nodes list, and nodes secret for the registered node', async () => {
+  const out = await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'list']);
   assert.ok(out.includes(nodeUrl), `nodes list names ${nodeUrl}:\n${out}`);
+  const secret = (await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'secret', 'sync', nodeUrl])).trim().split('\n')[0];
+  assert.match(secret, /^[0-9a-f]{128}$/, '64 bytes (half the master secret\'s length), in hex');
+  secrets.push(['node secret', secret]);
 });
 
 check('docker compose logs contain no secret, token, key or assertion', async () => {

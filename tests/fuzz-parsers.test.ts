@@ -180,7 +180,7 @@ test('X-Client-State: valid exactly when DESIGN’s pattern (or empty) matches; 
 });
 
 test('gateway authenticate: any target and header → a caller, 400 or 401; a mutated signed request never passes', () => {
-  const node = guardedNode(NODE_URL, MASTERS);
+  const node = guardedNode(NODE_URL, MASTERS, 'derived');
   const tokens = tokenCache();
   const { id, key } = makeToken({ uid: 7, node: NODE_URL, expires: NOW_S + 600, salt: 'abcdef' }, SECRET);
   let seq = 0;
@@ -226,7 +226,7 @@ test('gateway authenticate: any target and header → a caller, 400 or 401; a mu
 });
 
 test('gateway authenticate: a correctly signed request passes exactly when its path is under /<app_version>/<token uid>', () => {
-  const node = guardedNode(NODE_URL, MASTERS);
+  const node = guardedNode(NODE_URL, MASTERS, 'derived');
   const { id, key } = makeToken({ uid: 7, node: NODE_URL, expires: NOW_S + 600, salt: 'abcdef' }, SECRET);
   let seq = 0;
   // Every request is correctly signed, so only the uid-in-path rule can tell these apart

@@ -36,6 +36,9 @@ let idp: DevIdp;
 let loginUrl: string;
 let audience: string;
 let gateway: Gateway;
+/** Login and a gateway with TOKEN_SECRETS=master (the same directory, nodeassign and node). */
+let masterLoginUrl: string;
+let masterGateway: Gateway;
 let demo: DemoApp;
 
 before(async () => {
@@ -63,6 +66,9 @@ before(async () => {
   const login = await startLogin(loginConfig(env, { trustedIssuers: idp.trustedIssuers }));
   closers.push(login.close);
   loginUrl = login.url;
+  const masterLogin = await startLogin(loginConfig({ ...env, TOKEN_SECRETS: 'master' }, { trustedIssuers: idp.trustedIssuers }));
+  closers.push(masterLogin.close);
+  masterLoginUrl = masterLogin.url;
 
   demo = await startDemoApp();
   closers.push(demo.close);
@@ -71,6 +77,10 @@ before(async () => {
     gatewayConfig({ NODE_URL, UPSTREAM_URL: demo.url, MASTER_SECRETS: `${NEW_SECRET},${OLD_SECRET}`, GATEWAY_PORT: '0' }),
   );
   closers.push(gateway.close);
+  masterGateway = await startGateway(
+    gatewayConfig({ NODE_URL, UPSTREAM_URL: demo.url, MASTER_SECRETS: `${NEW_SECRET},${OLD_SECRET}`, GATEWAY_PORT: '0', TOKEN_SECRETS: 'master' }),
+  );
+  closers.push(masterGateway.close);
 });
 
 after(async () => {
@@ -87,8 +97,8 @@ interface Token {
   hashalg: string;
 }
 
-async function tokenFor(email: string): Promise<Token> {
-  const res = await fetch(`${loginUrl}/1.0/sync/1.5`, {
+async function tokenFor(email: string, login = loginUrl): Promise<Token> {
+  const res = await fetch(`${login}/1.0/sync/1.5`, {
     headers: { Authorization: `Assertion ${await idp.makeAssertion(email, { audience })}` },
   });
   assert.equal(res.status, 200, await res.clone().text());
@@ -96,9 +106,9 @@ async function tokenFor(email: string): Promise<Token> {
 }
 
 /** Sends to the gateway's socket a request signed for the public URL. */
-async function throughGateway(url: string, init: { method?: string; authorization: string; body?: string; contentType?: string }) {
+async function throughGateway(url: string, init: { method?: string; authorization: string; body?: string; contentType?: string }, via = gateway) {
   const u = new URL(url);
-  const res = await fetch(`${gateway.url}${u.pathname}${u.search}`, {
+  const res = await fetch(`${via.url}${u.pathname}${u.search}`, {
     method: init.method ?? 'GET',
     headers: { Authorization: init.authorization, ...(init.contentType ? { 'Content-Type': init.contentType } : {}) },
     body: init.body,
@@ -149,4 +159,22 @@ test("one user's token does not open another user's data, nor twice the same req
   const replay = await throughGateway(own, { authorization });
   assert.equal(replay.status, 401);
   assert.equal(replay.body.status, 'invalid-credentials');
+});
+
+test('TOKEN_SECRETS=master: login and the gateway both sign and check with the master secrets; neither mode opens the other', async () => {
+  const derived = await tokenFor('dan@example.com');
+  const master = await tokenFor('dan@example.com', masterLoginUrl);
+  assert.equal(master.uid, derived.uid, 'one user, whatever signs the token');
+  const get = (token: Token, via: Gateway) => {
+    const url = `${token.api_endpoint}/info/collections`;
+    return throughGateway(url, { authorization: hawkHeader({ id: token.id, key: token.key, method: 'GET', url }) }, via);
+  };
+  const opened = await get(master, masterGateway);
+  assert.equal(opened.status, 200, JSON.stringify(opened.body));
+  assert.equal(opened.body.uid, String(master.uid));
+  for (const [token, via] of [[master, gateway], [derived, masterGateway]] as const) {
+    const refused = await get(token, via);
+    assert.equal(refused.status, 401);
+    assert.equal(refused.body.status, 'invalid-credentials');
+  }
 });

@@ -4,7 +4,7 @@
 // skipped with `skipReason()`).
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -270,6 +270,24 @@ export function loginSuite(name: string, storeUrl: () => Promise<string | null>,
       assert.match(String(payload.fxa_uid), /^[0-9a-f]{32}$/, 'an opaque account id, not the e-mail');
       assert.equal(body.key, derivedSecret(body.id, payload.salt, secret));
       assert.equal(body.key.length, 44);
+      assert.equal(payload.hashed_fxa_uid, body.hashed_fxa_uid);
+      assert.match(String(payload.hashed_device_id), /^[0-9a-f]{32}$/);
+      assert.ok(!('tokenserver_origin' in payload), 'no tokenserver_origin: the storage node would refuse a value of ours');
+    });
+
+    it('TOKEN_SECRETS=master: signed with the newest master secret itself; the metrics hashes as Mozilla computes them', async (sys) => {
+      const metricsSecret = randomBytes(32).toString('hex');
+      const master = await sys.startLogin({ TOKEN_SECRETS: 'master', METRICS_HASH_SECRET: metricsSecret });
+      const res = await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(sys.newEmail()) }, { login: master });
+      assert.equal(res.status, 200, res.text);
+      const { payload, secret } = parseToken(res.json.id, MASTER_SECRETS);
+      assert.equal(secret, MASTER_SECRETS[0], 'the newest master secret');
+      assert.throws(() => parseToken(res.json.id, nodeSecrets(MASTER_SECRETS, NODES.sync)), /signature/, 'not a node secret');
+      assert.equal(res.json.key, derivedSecret(res.json.id, payload.salt, MASTER_SECRETS[0]));
+      const hmac32 = (message: string) => createHmac('sha256', metricsSecret).update(message).digest('hex').slice(0, 32);
+      assert.equal(res.json.hashed_fxa_uid, hmac32(String(payload.fxa_uid)));
+      assert.equal(payload.hashed_fxa_uid, res.json.hashed_fxa_uid);
+      assert.equal(payload.hashed_device_id, hmac32(`${res.json.hashed_fxa_uid}none`));
     });
 
     it('fxa_uid: the local part only at the FxA e-mail domain; elsewhere an opaque id that differs across domains', async (sys) => {

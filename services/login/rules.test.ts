@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MOZILLA_ERRORS, NotFound } from '../../lib/errors.js';
-import { accountId, acceptsJson, apiEndpoint, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload, unsupportedApplication } from './rules.js';
+import { accountId, acceptsJson, apiEndpoint, hashedAccountId, hashedDeviceId, isKnownApplication, isValidClientState, keyId, tokenDuration, tokenPayload, unsupportedApplication } from './rules.js';
 
 test('isKnownApplication: name and version must both be configured', () => {
   const apps = new Map([['sync', new Set(['1.5'])]]);
@@ -55,10 +55,30 @@ test('keyId: padded generation and base64url client state; undefined unless hex'
   assert.equal(keyId(5, 'client.state'), undefined);
 });
 
-test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, fxa_kid when hex', () => {
-  const base = { uid: 7, node: 'https://n.example', fxaUid: 'abc123', generation: 3, nowSeconds: 1000.9, duration: 60, salt: 'a1b2c3' };
-  assert.deepEqual(tokenPayload({ ...base, clientState: '' }), { uid: 7, node: 'https://n.example', expires: 1060, salt: 'a1b2c3', fxa_uid: 'abc123' });
-  assert.equal(tokenPayload({ ...base, clientState: 'aabb' }).fxa_kid, '0000000000003-qrs');
+test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, the metrics hashes, fxa_kid when hex; never tokenserver_origin', () => {
+  const base = { uid: 7, node: 'https://n.example', fxaUid: 'abc123', hashedFxaUid: 'h'.repeat(32), hashedDeviceId: 'd'.repeat(32), generation: 3, nowSeconds: 1000.9, duration: 60, salt: 'a1b2c3' };
+  assert.deepEqual(tokenPayload({ ...base, clientState: '' }), {
+    uid: 7,
+    node: 'https://n.example',
+    expires: 1060,
+    salt: 'a1b2c3',
+    fxa_uid: 'abc123',
+    hashed_fxa_uid: 'h'.repeat(32),
+    hashed_device_id: 'd'.repeat(32),
+  });
+  const withKid = tokenPayload({ ...base, clientState: 'aabb' });
+  assert.equal(withKid.fxa_kid, '0000000000003-qrs');
+  assert.ok(!('tokenserver_origin' in withKid));
+});
+
+// Vectors computed outside this code base (Python's hmac module): the first pair is the one
+// Mozilla's Rust tokenserver asserts in its own tests (fxa_uid "test123", an empty metrics secret).
+test('hashedAccountId and hashedDeviceId: the first 32 hex characters of HMAC-SHA256, the device id over hashed_fxa_uid + "none"', () => {
+  assert.equal(hashedAccountId('', 'test123'), '4d00ecae64b98dd7dc7dea68d0dd615d');
+  assert.equal(hashedDeviceId('', '4d00ecae64b98dd7dc7dea68d0dd615d'), '3a41cccbdd666ebc4199f1f9d1249d44');
+  assert.equal(hashedAccountId('secret', '0123456789abcdef0123456789abcdef'), '4048002ec5ff2ec0ea0d5a8cc577d554');
+  assert.equal(hashedDeviceId('secret', '4048002ec5ff2ec0ea0d5a8cc577d554'), '4686278ac62706a391cfe460945f7e48');
+  assert.equal(hashedDeviceId(Buffer.from('secret'), '4048002ec5ff2ec0ea0d5a8cc577d554'), '4686278ac62706a391cfe460945f7e48', 'a Buffer key is the same key');
 });
 
 test('accountId: the local part at the FxA e-mail domain, an opaque HMAC of the address elsewhere', () => {

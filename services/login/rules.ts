@@ -86,11 +86,24 @@ export function hashedAccountId(key: string | Buffer, accountId: string): string
   return hmacId(key, accountId);
 }
 
+/**
+ * `hashed_device_id`, as Mozilla's Rust tokenserver computes it: the same HMAC
+ * of `hashed_fxa_uid` followed by "none" (the device id BrowserID once
+ * supplied), truncated the same way. Storage nodes report it in their metrics.
+ */
+export function hashedDeviceId(key: string | Buffer, hashedFxaUid: string): string {
+  return hmacId(key, `${hashedFxaUid}none`);
+}
+
 export interface TokenInputs {
   uid: number;
   node: string;
   /** accountId() of the user's e-mail. */
   fxaUid: string;
+  /** hashedAccountId() of fxaUid. */
+  hashedFxaUid: string;
+  /** hashedDeviceId() of hashedFxaUid. */
+  hashedDeviceId: string;
   generation: number;
   /** The user's recorded keys_changed_at; undefined when none. */
   keysChangedAt?: number;
@@ -100,7 +113,11 @@ export interface TokenInputs {
   salt: string;
 }
 
-/** The token payload: tokenlib's uid/node/expires/salt plus the FxA fields storage nodes read. */
+/**
+ * The token payload: tokenlib's uid/node/expires/salt plus the FxA fields
+ * storage nodes read. Never `tokenserver_origin`: Mozilla's storage node reads
+ * it into a two-value enum naming Mozilla's own tokenservers, and absent is its default.
+ */
 export function tokenPayload(t: TokenInputs): TokenPayload {
   const payload: TokenPayload = {
     uid: t.uid,
@@ -111,5 +128,7 @@ export function tokenPayload(t: TokenInputs): TokenPayload {
   };
   const kid = keyId(t.keysChangedAt ?? t.generation, t.clientState);
   if (kid !== undefined) payload.fxa_kid = kid;
+  payload.hashed_fxa_uid = t.hashedFxaUid;
+  payload.hashed_device_id = t.hashedDeviceId;
   return payload;
 }

@@ -10,7 +10,7 @@ const NODE_URL = 'https://node-1.example:8443';
 const MASTERS = ['newest-master-secret-0123456789', 'older-master-secret-0123456789'];
 const NOW_MS = 1_700_000_000_000;
 const NOW = NOW_MS / 1000;
-const node = guardedNode(NODE_URL, MASTERS);
+const node = guardedNode(NODE_URL, MASTERS, 'derived');
 
 function token(overrides: Partial<TokenPayload> = {}, secret = node.secrets[0]): { id: string; key: string } {
   return makeToken({ uid: 42, node: NODE_URL, expires: NOW + 300, salt: 'a1b2c3', ...overrides }, secret);
@@ -57,9 +57,18 @@ function fails(req: AuthRequest, cls: typeof ProtocolError, pattern: RegExp): Pr
 
 test('guardedNode: host and port of the public URL, the node secrets', () => {
   assert.deepEqual({ ...node, secrets: node.secrets.length }, { url: NODE_URL, host: 'node-1.example', port: 8443, secrets: 2 });
-  assert.equal(guardedNode('https://n.example', MASTERS).port, 443);
-  assert.equal(guardedNode('http://n.example', MASTERS).port, 80);
+  assert.equal(guardedNode('https://n.example', MASTERS, 'derived').port, 443);
+  assert.equal(guardedNode('http://n.example', MASTERS, 'derived').port, 80);
   assert.deepEqual(node.secrets, nodeSecrets(MASTERS, NODE_URL));
+});
+
+test('TOKEN_SECRETS=master: the node accepts tokens signed with the master secrets themselves, and no longer the derived ones', () => {
+  const master = guardedNode(NODE_URL, MASTERS, 'master');
+  assert.deepEqual(master.secrets, MASTERS);
+  const as = (n: typeof node, t: { id: string; key: string }) => authenticate(signed(t), n, { skewSeconds: 60, nowMs: NOW_MS });
+  for (const secret of MASTERS) assert.equal(as(master, token({}, secret)).uid, 42);
+  failsWith(() => as(master, token({}, node.secrets[0])), InvalidCredentials, /signature/);
+  failsWith(() => as(node, token({}, MASTERS[0])), InvalidCredentials, /signature/);
 });
 
 test('a good request yields the caller', () => {

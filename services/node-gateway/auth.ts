@@ -3,7 +3,7 @@
 // before it have checked.
 import { BadRequest, InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
 import { hawkMac, normalizedString, parseHawkHeader, payloadHash, safeEqual, staleTimestampChallenge, type HawkAttributes } from '../../lib/hawk.js';
-import { derivedSecret, nodeSecrets, parseToken, type TokenPayload } from '../../lib/token.js';
+import { derivedSecret, parseToken, tokenSecrets, type TokenPayload, type TokenSecretsMode } from '../../lib/token.js';
 import { GenerationalMap } from './generations.js';
 import type { NonceCache } from './nonces.js';
 
@@ -17,17 +17,17 @@ export interface GuardedNode {
   /** Host and port the MAC covers: the public URL's, never the Host header's. */
   host: string;
   port: number;
-  /** This node's secrets, newest first. */
-  secrets: string[];
+  /** What this node's tokens are signed with (TOKEN_SECRETS), newest first. */
+  secrets: readonly string[];
 }
 
-export function guardedNode(nodeUrl: string, masterSecrets: readonly string[]): GuardedNode {
+export function guardedNode(nodeUrl: string, masterSecrets: readonly string[], mode: TokenSecretsMode): GuardedNode {
   const u = new URL(nodeUrl);
   return {
     url: nodeUrl,
     host: u.hostname,
     port: Number(u.port || (u.protocol === 'https:' ? 443 : 80)),
-    secrets: nodeSecrets(masterSecrets, nodeUrl),
+    secrets: tokenSecrets(mode, masterSecrets, nodeUrl),
   };
 }
 

@@ -84,7 +84,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   /** The access line: flat, every value a string or a number. */
   const access = flatLogger(log);
   // Set once listening, before the first request can arrive.
-  let node = guardedNode(config.nodeUrl, config.masterSecrets);
+  let node = guardedNode(config.nodeUrl, config.masterSecrets, config.tokenSecrets);
   let publicUrl = new URL(config.nodeUrl);
   const nonces = new NonceCache({ capacity: config.nonceCacheSize, perToken: config.noncePerToken, skewSeconds: config.hawkSkew });
   const tokens = tokenCache();
@@ -236,7 +236,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   const port = await listen(server, config.port, config.host);
   const nodeUrl = nodeUrlFor ? nodeUrlFor(port) : config.nodeUrl;
   if (nodeUrl !== config.nodeUrl) {
-    node = guardedNode(nodeUrl, config.masterSecrets);
+    node = guardedNode(nodeUrl, config.masterSecrets, config.tokenSecrets);
     publicUrl = new URL(nodeUrl);
   }
   const url = localUrl(config.host, port);

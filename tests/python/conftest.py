@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import jwt as pyjwt
@@ -87,11 +88,12 @@ def b64url_uint(value):
 
 
 class Stack:
-    def __init__(self, login_url, gateway_url, master_secret, metrics_hash_secret):
+    def __init__(self, login_url, gateway_url, master_secret, metrics_hash_secret, token_secrets):
         self.login_url = login_url
         self.gateway_url = gateway_url
         self.master_secret = master_secret
         self.metrics_hash_secret = metrics_hash_secret
+        self.token_secrets = token_secrets
 
     @property
     def token_url(self):
@@ -102,6 +104,10 @@ class Stack:
         master = self.master_secret.encode()
         info = b"services.mozilla.com/mozsvc/v1/node_secret/" + (node_url or self.gateway_url).encode()
         return HKDF(master, salt=None, info=info, size=len(master) // 2).hex()
+
+    def signing_secret(self):
+        """What the node's tokens are signed with: its node secret, or with TOKEN_SECRETS=master the master secret."""
+        return self.master_secret if self.token_secrets == "master" else self.node_secret()
 
     def login(self, bundle, scheme="BrowserID", **headers):
         return requests.get(self.token_url, headers={"Authorization": f"{scheme} {bundle}", **headers}, timeout=30)
@@ -146,10 +152,9 @@ def doc_issuer_keys():
     return {"RS": (rs_public, rs_private), "DS": get_keypair(f"ds-issuer.{ISSUER}")}
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
+@contextmanager
+def running_stack(data_dir, issuer_keys, doc_issuer_keys, oauth_key, token_secrets):
     """`npm start` on free ports; stopped with SIGTERM at the end, which must end it cleanly."""
-    data_dir = tmp_path_factory.mktemp("stack-data")
     _, _, (n, e) = issuer_keys
     trusted = data_dir / "trusted-issuers.json"
     # "domains": ["*"] is the explicit wildcard of the domain-bound issuers (DESIGN §10).
@@ -170,6 +175,7 @@ def stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
         "DATA_DIR": str(data_dir),
         "MASTER_SECRETS": master,
         "INTERNAL_SECRET": secrets.token_hex(32),
+        "TOKEN_SECRETS": token_secrets,
         "AUDIENCES": AUDIENCE,
         "TRUSTED_ISSUERS": str(trusted),
         "OAUTH_JWKS": str(jwks),
@@ -198,7 +204,7 @@ def stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the stack did not start:\n" + text[-3000:])
             time.sleep(0.1)
-        yield Stack(login.group(1), gateway.group(1), master, metrics_hash_secret)
+        yield Stack(login.group(1), gateway.group(1), master, metrics_hash_secret, token_secrets)
     finally:
         stopped_cleanly = False
         if proc.poll() is None:
@@ -211,3 +217,17 @@ def stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
                 proc.wait()
         reader.join(5)
     assert stopped_cleanly and "stopped" in "".join(output), "the stack did not stop cleanly:\n" + "".join(output)[-3000:]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
+    """The stack as shipped: TOKEN_SECRETS=derived, each node's tokens signed with its own node secret."""
+    with running_stack(tmp_path_factory.mktemp("stack-data"), issuer_keys, doc_issuer_keys, oauth_key, "derived") as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def master_stack(tmp_path_factory, issuer_keys, doc_issuer_keys, oauth_key):
+    """TOKEN_SECRETS=master: tokens signed with the master secret itself, as Mozilla's Rust tokenserver signs."""
+    with running_stack(tmp_path_factory.mktemp("master-stack-data"), issuer_keys, doc_issuer_keys, oauth_key, "master") as s:
+        yield s

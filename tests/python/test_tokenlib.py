@@ -2,6 +2,8 @@
 
 Login's tokens come from PyBrowserID bundles and from OAuth access tokens made
 with PyJWT (Bearer + X-KeyID, DESIGN §9.1), as FxA's own Python code makes them.
+Both TOKEN_SECRETS modes: `derived` (each node's secret) and `master` (the
+master secret itself, as Mozilla's Rust tokenserver signs).
 """
 
 import base64
@@ -30,6 +32,19 @@ def login_token(stack, issuer_keys, user_keys):
     r = stack.login(bundle(f"tokenlib@{ISSUER}", issuer_keys, user_keys))
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def metrics_hash(stack, message):
+    """Mozilla's metrics hash: the first 32 hex characters of HMAC-SHA256 under METRICS_HASH_SECRET."""
+    return hmac.new(stack.metrics_hash_secret.encode(), message.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def assert_metrics_fields(stack, payload, body):
+    """hashed_fxa_uid and hashed_device_id as Mozilla's Rust tokenserver puts them in the token; no tokenserver_origin."""
+    assert body["hashed_fxa_uid"] == metrics_hash(stack, payload["fxa_uid"])
+    assert payload["hashed_fxa_uid"] == body["hashed_fxa_uid"]
+    assert payload["hashed_device_id"] == metrics_hash(stack, body["hashed_fxa_uid"] + "none")
+    assert "tokenserver_origin" not in payload
 
 
 def hawk_get(url, token_id, key):
@@ -110,8 +125,8 @@ def test_bearer_token_with_key_id_logs_in(stack, oauth_key):
     assert payload["fxa_uid"] == sub
     assert payload["fxa_kid"] == f"{KEYS_CHANGED_AT:013d}-{b64url(bytes.fromhex(client_state))}"
     assert manager.get_derived_secret(body["id"]) == body["key"]
-    expected_hash = hmac.new(stack.metrics_hash_secret.encode(), sub.encode(), hashlib.sha256).hexdigest()[:32]
-    assert body["hashed_fxa_uid"] == expected_hash
+    assert body["hashed_fxa_uid"] == metrics_hash(stack, sub)
+    assert_metrics_fields(stack, payload, body)
 
     # The same account again: the same uid. And the token opens the node through the gateway.
     again = bearer_login(stack, access_token(oauth_key, sub), **{"X-KeyID": key_id(KEYS_CHANGED_AT, client_state)})
@@ -141,3 +156,41 @@ def test_bearer_refuses_an_expired_token(stack, oauth_key):
 
 def test_bearer_refuses_a_token_without_x_key_id(stack, oauth_key):
     assert_refused(bearer_login(stack, access_token(oauth_key, secrets.token_hex(16))), "invalid-key-id")
+
+
+# ---- TOKEN_SECRETS=master ----
+
+
+@pytest.fixture(scope="module")
+def master_login_token(master_stack, issuer_keys, user_keys):
+    r = master_stack.login(bundle(f"tokenlib-master@{ISSUER}", issuer_keys, user_keys))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_master_mode_tokenlib_parses_logins_token_with_the_master_secret(master_stack, master_login_token):
+    manager = tokenlib.TokenManager(secret=master_stack.master_secret)
+    payload = manager.parse_token(master_login_token["id"])
+    assert payload["uid"] == master_login_token["uid"]
+    assert payload["node"] == master_stack.gateway_url
+    assert manager.get_derived_secret(master_login_token["id"]) == master_login_token["key"]
+    assert_metrics_fields(master_stack, payload, master_login_token)
+    with pytest.raises(InvalidSignatureError):
+        tokenlib.parse_token(master_login_token["id"], secret=master_stack.node_secret())
+
+
+def test_master_mode_logins_token_opens_the_gateway(master_stack, master_login_token):
+    r = hawk_get(f"{master_login_token['api_endpoint']}/storage/meta", master_login_token["id"], master_login_token["key"])
+    assert r.status_code == 200, r.text
+    assert r.json()["uid"] == str(master_login_token["uid"])
+
+
+@pytest.mark.parametrize("mode", ["derived", "master"])
+def test_gateway_accepts_tokenlib_tokens_under_its_mode_only(mode, stack, master_stack):
+    s = {"derived": stack, "master": master_stack}[mode]
+    other = s.node_secret() if mode == "master" else s.master_secret
+    url = f"{s.gateway_url}/1.5/4250/storage/meta"
+    for secret, status in ((s.signing_secret(), 200), (other, 401)):
+        token = tokenlib.make_token({"uid": 4250, "node": s.gateway_url}, secret=secret)
+        r = hawk_get(url, token, tokenlib.get_derived_secret(token, secret=secret))
+        assert r.status_code == status, (mode, r.text)

@@ -10,10 +10,10 @@ import {
   UserNotAllowed,
 } from '../../../lib/errors.js';
 import { isAllowedUser } from '../../../lib/config.js';
-import { accountIdKey, isLiveUid, makeToken, metricsHashKey, newSalt, nodeSecrets } from '../../../lib/token.js';
+import { accountIdKey, isLiveUid, makeToken, metricsHashKey, newSalt, tokenSecrets } from '../../../lib/token.js';
 import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
-import { accountId, acceptsJson, apiEndpoint, hashedAccountId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload, unsupportedApplication } from '../rules.js';
+import { accountId, acceptsJson, apiEndpoint, hashedAccountId, hashedDeviceId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload, unsupportedApplication } from '../rules.js';
 import { authorizationOf } from '../authorization.js';
 import type { Identity } from '../schemes.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
@@ -135,12 +135,15 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
     // Never a token for uid 0 or another non-live uid: every such token would name the same data.
     if (!isLiveUid(user.uid)) throw new ServiceUnavailable('no live account record to mint for, try again', config.retryAfter);
     const duration = tokenDuration(ctx.query.duration, config.tokenDuration);
-    const secret = nodeSecrets(config.masterSecrets, user.node)[0];
+    const secret = tokenSecrets(config.tokenSecrets, config.masterSecrets, user.node)[0];
     const fxaUid = accountId(identity.email, config.oauthEmailDomain, accountKey);
+    const hashedFxaUid = hashedAccountId(metricsKey, fxaUid);
     const payload = tokenPayload({
       uid: user.uid,
       node: user.node,
       fxaUid,
+      hashedFxaUid,
+      hashedDeviceId: hashedDeviceId(metricsKey, hashedFxaUid),
       generation: user.generation,
       keysChangedAt: user.keysChangedAt,
       clientState: user.clientState,
@@ -156,7 +159,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
       api_endpoint: apiEndpoint(user.node, version, user.uid),
       duration,
       hashalg: 'sha256',
-      hashed_fxa_uid: hashedAccountId(metricsKey, fxaUid),
+      hashed_fxa_uid: hashedFxaUid,
     });
   };
 
