@@ -173,6 +173,12 @@ export function rememberNonce(hawk: HawkAttributes, nonces: NonceStore, nowMs = 
   return verdict instanceof Promise ? verdict.then(acceptNonce) : acceptNonce(verdict);
 }
 
+const NONCE_REFUSALS = {
+  'token-full': 'this token has used its share of the replay cache',
+  'cache-full': 'the replay cache is full',
+  unknown: 'the replay cache lost what it knew before this request was signed',
+} as const;
+
 /**
  * A replay is 401. A full share or store is 503 + Retry-After: refusing is
  * safe, forgetting a nonce early would let a captured request replay.
@@ -180,8 +186,7 @@ export function rememberNonce(hawk: HawkAttributes, nonces: NonceStore, nowMs = 
 export function acceptNonce(verdict: NonceVerdict): void {
   if (verdict.outcome === 'new') return;
   if (verdict.outcome === 'replayed') throw new InvalidCredentials('Hawk nonce already used');
-  const why = verdict.outcome === 'token-full' ? 'this token has used its share of the replay cache' : 'the replay cache is full';
-  throw new ServiceUnavailable(why, verdict.retryAfter);
+  throw new ServiceUnavailable(NONCE_REFUSALS[verdict.outcome], verdict.retryAfter);
 }
 
 /** The body's hash against the signed one (only called when the header has `hash`). */

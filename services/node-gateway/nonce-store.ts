@@ -11,8 +11,12 @@ import { RedisNonceStore } from './redis-nonces.js';
 
 export type NonceOutcome = 'new' | 'replayed' | 'token-full' | 'cache-full';
 
-/** A refusal for lack of room says when there will be some. */
-export type NonceVerdict = { outcome: 'new' } | { outcome: 'replayed' } | { outcome: 'token-full' | 'cache-full'; retryAfter: number };
+/**
+ * A refusal for lack of room says when there will be some. `unknown`: the
+ * store's memory begins after the request was signed (a shared store that lost
+ * its data), so whether it is a replay cannot be told.
+ */
+export type NonceVerdict = { outcome: 'new' } | { outcome: 'replayed' } | { outcome: 'token-full' | 'cache-full' | 'unknown'; retryAfter: number };
 
 export interface NonceStore {
   readonly kind: 'memory' | 'redis';

@@ -15,6 +15,7 @@ import {
   redactedUrl,
   RedisNonceStore,
   rememberCall,
+  SINCE_KEY,
   sliceSeconds,
   verdictOf,
   verdictOfError,
@@ -62,22 +63,25 @@ test('rememberCall: the script\'s arguments, or nothing once the window is over'
   const limits = { perToken: 100, skewSeconds: 60 };
   const now = T0 * 1000 + 500;
   const call = rememberCall(ID, 'n1', String(T0 + 10), now, limits)!;
-  assert.deepEqual(call.keys, [nonceKey(ID, String(T0 + 10), 'n1'), quotaKey(ID)]);
+  assert.deepEqual(call.keys, [nonceKey(ID, String(T0 + 10), 'n1'), quotaKey(ID), SINCE_KEY]);
   const slice = Math.floor((T0 + 70) / 15);
-  assert.deepEqual(call.args, [70_000 - 500 + 1, slice, Math.floor(T0 / 15), 100, (slice + 1) * 15_000 - now]);
+  assert.deepEqual(call.args, [70_000 - 500 + 1, slice, Math.floor(T0 / 15), 100, (slice + 1) * 15_000 - now, now, T0 + 10]);
   assert.ok(call.args[4] >= call.args[0] - 1, 'the count outlives every nonce it counts');
-  assert.equal(call.slice, 15);
+  assert.deepEqual([call.slice, call.ts, call.nowMs], [15, T0 + 10, now]);
   assert.equal(rememberCall(ID, 'n1', String(T0 - 61), T0 * 1000, limits), undefined);
 });
 
-test('verdictOf: new, replayed, over the quota with a Retry-After from the oldest slice; anything else 503', () => {
-  const call = { nowMs: T0 * 1000 + 999, slice: 15 };
+test('verdictOf: new, replayed, over the quota or signed before the store began, with a Retry-After; anything else 503', () => {
+  const call = { nowMs: T0 * 1000 + 999, slice: 15, ts: T0 };
   assert.deepEqual(verdictOf([0], call), { outcome: 'new' });
   assert.deepEqual(verdictOf([1], call), { outcome: 'replayed' });
   const oldest = Math.floor(T0 / 15);
   assert.deepEqual(verdictOf([2, oldest], call), { outcome: 'token-full', retryAfter: (oldest + 1) * 15 - T0 });
   assert.deepEqual(verdictOf([2, oldest - 5], call), { outcome: 'token-full', retryAfter: 1 }, 'at least a second');
-  for (const odd of [null, 'OK', [], [3], [0, 1], [2], [2, 'x'], [2, 1.5], { 0: 0 }]) {
+  // The store began at T0 + 2.5 s: the client waits until its clock reaches that second.
+  assert.deepEqual(verdictOf([3, T0 * 1000 + 2500], call), { outcome: 'unknown', retryAfter: 2 });
+  assert.deepEqual(verdictOf([3, T0 * 1000 + 999], call), { outcome: 'unknown', retryAfter: 1 });
+  for (const odd of [null, 'OK', [], [3], [4], [0, 1], [2], [2, 'x'], [2, 1.5], [3, 'x'], { 0: 0 }]) {
     assert.throws(() => verdictOf(odd, call), ServiceUnavailable, JSON.stringify(odd));
   }
 });
@@ -186,6 +190,22 @@ describe('RedisNonceStore against redis-server', { skip }, () => {
     } finally {
       await redis.command('CONFIG', 'SET', 'maxmemory', '0');
     }
+  });
+
+  test('a Redis that lost its data: a request signed before it is refused (503), not taken as new', async () => {
+    const s = await open();
+    const now = Date.now();
+    const ts = Math.floor(now / 1000);
+    assert.equal((await s.remember(`${ID}-lost`, 'captured', String(ts), now)).outcome, 'new');
+    await redis.command('FLUSHALL');
+    // Five seconds on, the captured request comes back: its nonce is gone, so is the record of the store's start.
+    const later = now + 5000;
+    const replay = await s.remember(`${ID}-lost`, 'captured', String(ts), later);
+    assert.deepEqual(replay, { outcome: 'unknown', retryAfter: Math.floor(later / 1000) - ts });
+    assert.equal((await s.remember(`${ID}-lost`, 'fresh', String(Math.floor(later / 1000)), later)).outcome, 'new', 'signed now: served');
+    assert.equal(Number(await redis.command('GET', SINCE_KEY)), later);
+    // The clock of this test ran ahead: the tests after it start from an older record.
+    await redis.command('SET', SINCE_KEY, String(now));
   });
 
   test('a Redis that may evict is refused (503) until set to noeviction', async () => {

@@ -9,6 +9,13 @@
 // quota is counted within one slice of exactly and forgets nothing early.
 // Neither key holds the token: whoever reads Redis learns no credential.
 //
+// A Redis that lost its data (restarted without persistence, flushed) cannot
+// tell a replay of a request accepted before the loss: `nonce-store:since`
+// records when the store's memory begins (set on connecting, or by the first
+// request that finds it missing), and a request signed in an earlier second is
+// refused (503 + Retry-After until the client's clock reaches it) rather than
+// taken as new. A client whose clock is right is not refused at all.
+//
 // Redis that cannot answer (down, restarting, slower than NONCE_STORE_TIMEOUT_MS)
 // means 503 + Retry-After: a request is never forwarded unchecked. A Redis that
 // may evict keys (maxmemory-policy other than noeviction) would forget nonces
@@ -46,6 +53,9 @@ export function nonceKey(id: string, ts: string, nonce: string): string {
   return `nonce:${digest(`${id}\n${ts}\n${nonce}`)}`;
 }
 
+/** When the store's memory begins (ms, by the clock of the gateway that found it missing). */
+export const SINCE_KEY = 'nonce-store:since';
+
 /** The key of a token's quota count. */
 export function quotaKey(id: string): string {
   return `nonces:${digest(id)}`;
@@ -67,12 +77,13 @@ export function sliceSeconds(skewSeconds: number): number {
 }
 
 export interface RememberCall {
-  keys: [nonce: string, quota: string];
-  /** nonce TTL ms, the nonce's slice, the oldest live slice, the quota, the quota hash's TTL ms. */
-  args: [number, number, number, number, number];
-  /** For reading the reply: the clock and slice length the arguments were made with. */
+  keys: [nonce: string, quota: string, since: string];
+  /** nonce TTL ms, the nonce's slice, the oldest live slice, the quota, the quota hash's TTL ms, now ms, ts. */
+  args: [number, number, number, number, number, number, number];
+  /** For reading the reply: the clock, slice length and ts the arguments were made with. */
   nowMs: number;
   slice: number;
+  ts: number;
 }
 
 /** The script's arguments for one request; undefined when the nonce's window is already over. */
@@ -84,19 +95,27 @@ export function rememberCall(id: string, nonce: string, ts: string, nowMs: numbe
   // The quota hash lives until the end of its newest slice: every nonce it counts has expired by then.
   const quotaTtl = (nonceSlice + 1) * slice * 1000 - nowMs;
   return {
-    keys: [nonceKey(id, ts, nonce), quotaKey(id)],
-    args: [ttl, nonceSlice, Math.floor(nowMs / 1000 / slice), limits.perToken, quotaTtl],
+    keys: [nonceKey(id, ts, nonce), quotaKey(id), SINCE_KEY],
+    args: [ttl, nonceSlice, Math.floor(nowMs / 1000 / slice), limits.perToken, quotaTtl, nowMs, Number(ts)],
     nowMs,
     slice,
+    ts: Number(ts),
   };
 }
 
 /**
- * KEYS: the nonce, the token's quota hash. ARGV: see RememberCall.args.
- * Replies {0} new, {1} replayed, {2, oldest live slice} over the quota.
+ * KEYS: the nonce, the token's quota hash, SINCE_KEY. ARGV: see RememberCall.args.
+ * Replies {0} new, {1} replayed, {2, oldest live slice} over the quota,
+ * {3, since} signed in a second before the one the store's memory begins in.
  * A replay is told as such even when the quota is used up, as the memory store does.
  */
 export const REMEMBER_SCRIPT = `
+local since = redis.call('GET', KEYS[3])
+if not since then
+  since = ARGV[6]
+  redis.call('SET', KEYS[3], since)
+end
+if tonumber(ARGV[7]) < math.floor(tonumber(since) / 1000) then return {3, tonumber(since)} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {1} end
 local live = tonumber(ARGV[3])
 local fields = redis.call('HGETALL', KEYS[2])
@@ -118,9 +137,13 @@ return {0}
 `;
 
 /** The script's reply as a verdict; anything else is the store misbehaving (503). */
-export function verdictOf(reply: unknown, call: Pick<RememberCall, 'nowMs' | 'slice'>): NonceVerdict {
+export function verdictOf(reply: unknown, call: Pick<RememberCall, 'nowMs' | 'slice' | 'ts'>): NonceVerdict {
   if (Array.isArray(reply)) {
     const [code, oldest] = reply as unknown[];
+    if (code === 3 && reply.length === 2 && Number.isSafeInteger(oldest)) {
+      // Until the client's clock reaches the store's first second, so that its next request is signed in it or later.
+      return { outcome: 'unknown', retryAfter: Math.max(1, Math.floor((oldest as number) / 1000) - call.ts) };
+    }
     if (code === 0 && reply.length === 1) return { outcome: 'new' };
     if (code === 1 && reply.length === 1) return { outcome: 'replayed' };
     if (code === 2 && reply.length === 2 && Number.isSafeInteger(oldest)) {
@@ -155,7 +178,7 @@ export function redactedUrl(url: string): string {
 
 // ---- the store ----
 
-type RememberScript = (nonceKey: string, quotaKey: string, ...args: number[]) => Promise<unknown>;
+type RememberScript = (nonceKey: string, quotaKey: string, sinceKey: string, ...args: number[]) => Promise<unknown>;
 
 export class RedisNonceStore implements NonceStore {
   readonly kind = 'redis';
@@ -171,12 +194,12 @@ export class RedisNonceStore implements NonceStore {
     private readonly limits: RedisNonceLimits,
     private readonly log: Logger,
   ) {
-    client.defineCommand('rememberNonce', { numberOfKeys: 2, lua: REMEMBER_SCRIPT });
+    client.defineCommand('rememberNonce', { numberOfKeys: 3, lua: REMEMBER_SCRIPT });
     this.script = (client as unknown as { rememberNonce: RememberScript }).rememberNonce.bind(client);
     client.on('ready', () => {
       if (this.down) log.info('nonce store connected');
       this.down = false;
-      this.checkEviction().catch(() => {});
+      this.prepare().catch(() => {});
     });
     // Without a listener an 'error' would be thrown; the client reconnects by itself.
     client.on('error', (err: Error) => {
@@ -208,7 +231,7 @@ export class RedisNonceStore implements NonceStore {
     const timer = setTimeout(() => waited.abort(), FIRST_CONNECT_WAIT_MS);
     try {
       await once(client, 'ready', { signal: waited.signal });
-      await store.checkEviction().catch(() => {});
+      await store.prepare().catch(() => {});
     } catch {
       store.log.warn('nonce store not reachable yet: answering 503 until it is');
     } finally {
@@ -223,7 +246,7 @@ export class RedisNonceStore implements NonceStore {
     if (this.client.status !== 'ready') throw new ServiceUnavailable(`the nonce store is not connected (${this.client.status})`, this.limits.retryAfter);
     let reply: unknown;
     try {
-      if (!this.safe) await this.checkEviction();
+      if (!this.safe) await this.prepare();
       reply = await this.script(...call.keys, ...call.args);
     } catch (err) {
       if (err instanceof ServiceUnavailable) throw err;
@@ -236,7 +259,7 @@ export class RedisNonceStore implements NonceStore {
     if (this.client.status !== 'ready') return false;
     try {
       await this.client.ping();
-      await this.checkEviction();
+      await this.prepare();
       return true;
     } catch {
       return false;
@@ -247,10 +270,15 @@ export class RedisNonceStore implements NonceStore {
     this.client.disconnect();
   }
 
-  /** Reads the eviction policy (once per connection; the heartbeat reads it again); unsafe → ServiceUnavailable. */
-  private checkEviction(): Promise<void> {
+  /**
+   * Once per connection (the heartbeat again): records when the store's memory
+   * begins if it has no record (a new or emptied Redis), and reads the eviction
+   * policy; unsafe → ServiceUnavailable.
+   */
+  private prepare(): Promise<void> {
     this.checking ??= this.client
-      .info('memory')
+      .set(SINCE_KEY, String(Date.now()), 'NX')
+      .then(() => this.client.info('memory'))
       .then((info) => {
         const problem = evictionProblem(info);
         if (problem) {
