@@ -133,7 +133,11 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
       .catch(fail);
   }
 
-  /** The last check (the nonce), then the request to the application. */
+  /**
+   * The last check (the nonce), then the request to the application: with a
+   * buffered body, or streaming the client's. The memory store answers at
+   * once; a shared one answers later, by when the client may have gone.
+   */
   function send(
     req: http.IncomingMessage,
     res: http.ServerResponse,
@@ -144,41 +148,29 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     fail: (err: unknown) => void,
   ): void {
     const remembered = rememberNonce(caller.hawk, nonces);
-    if (remembered === undefined) {
-      forwardRequest(req, res, caller, exchange, framing, body, fail);
-      return;
-    }
-    remembered.then(() => {
-      // The client may have gone while the shared store answered.
-      if (!res.destroyed) forwardRequest(req, res, caller, exchange, framing, body, fail);
-    }, fail);
-  }
+    if (remembered === undefined) forwardRequest();
+    else
+      remembered.then(() => {
+        if (!res.destroyed) forwardRequest();
+      }, fail);
 
-  /** The request to the application: with a buffered body, or streaming the client's. */
-  function forwardRequest(
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    caller: Caller,
-    exchange: Exchange,
-    framing: Framing,
-    body: Buffer | undefined,
-    fail: (err: unknown) => void,
-  ): void {
-    const method = req.method ?? 'GET';
-    const target = req.url ?? '/';
-    // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
-    const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
-    const headers = upstreamRequestHeaders(req.rawHeaders, {
-      uid: caller.uid,
-      node: caller.node,
-      clientAddress: req.socket.remoteAddress ?? '',
-      publicUrl,
-      framing: sent,
-      explicitEmpty: !BODYLESS_METHODS.has(method),
-      requestId: exchange.requestId,
-    });
-    exchange.upstreamStarted = performance.now();
-    forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] }, fail);
+    function forwardRequest(): void {
+      const method = req.method ?? 'GET';
+      const target = req.url ?? '/';
+      // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
+      const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
+      const headers = upstreamRequestHeaders(req.rawHeaders, {
+        uid: caller.uid,
+        node: caller.node,
+        clientAddress: req.socket.remoteAddress ?? '',
+        publicUrl,
+        framing: sent,
+        explicitEmpty: !BODYLESS_METHODS.has(method),
+        requestId: exchange.requestId,
+      });
+      exchange.upstreamStarted = performance.now();
+      forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] }, fail);
+    }
   }
 
   /** Once the response is over (or the client gone): the access line and the metrics. */
