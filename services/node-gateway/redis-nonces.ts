@@ -187,6 +187,7 @@ export class RedisNonceStore implements NonceStore {
   private unsafeLogged = false;
   private checking: Promise<void> | undefined;
   private down = true;
+  private closing = false;
   private readonly script: RememberScript;
 
   private constructor(
@@ -210,7 +211,7 @@ export class RedisNonceStore implements NonceStore {
     client.on('close', () => {
       this.safe = false;
       this.unsafeLogged = false;
-      if (!this.down) log.warn('nonce store connection closed: answering 503 until it is back');
+      if (!this.down && !this.closing) log.warn('nonce store connection closed: answering 503 until it is back');
       this.down = true;
     });
   }
@@ -267,6 +268,7 @@ export class RedisNonceStore implements NonceStore {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     this.client.disconnect();
   }
 
