@@ -27,18 +27,19 @@ export interface TestRedis {
   dispose(): Promise<void>;
 }
 
-/** The redis-server binary, or undefined. */
+/** The redis-server binary (REDIS_SERVER when set, else the one on PATH), or undefined. */
 export function redisServerBinary(): string | undefined {
   const named = process.env.REDIS_SERVER?.trim();
-  if (named) return named;
+  if (named) return existsSync(named) ? named : undefined;
   const found = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).stdout.trim();
-  if (found) return found;
-  return existsSync('/usr/bin/redis-server') ? '/usr/bin/redis-server' : undefined;
+  return found || undefined;
 }
 
 /** Why the Redis tests cannot run here, or undefined when they can. */
 export function redisSkipReason(): string | undefined {
-  return redisServerBinary() ? undefined : 'redis-server is not installed (apt-get install redis-server; .ci/run installs it), nor named by REDIS_SERVER';
+  if (redisServerBinary()) return undefined;
+  const named = process.env.REDIS_SERVER?.trim();
+  return named ? `REDIS_SERVER names ${named}, which does not exist` : 'redis-server is not installed (apt-get install redis-server; .ci/run installs it)';
 }
 
 function freePort(): Promise<number> {
