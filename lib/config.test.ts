@@ -127,3 +127,17 @@ test('domain: default when unset, lowercased, refused (naming the variable) when
     assert.throws(() => domain({ OAUTH_EMAIL_DOMAIN: bad }, 'OAUTH_EMAIL_DOMAIN', 'x.example'), (e: unknown) => e instanceof ConfigError && /OAUTH_EMAIL_DOMAIN/.test(e.message), bad);
   }
 });
+
+test('NONCE_STORE: memory by default, or a redis:// / rediss:// URL; anything else is refused naming it, without the password', () => {
+  const env = { MASTER_SECRETS: secret(), NODE_URL: 'https://n.example', UPSTREAM_URL: 'http://127.0.0.1:1' };
+  assert.deepEqual(gatewayConfig(env).nonceStore, { kind: 'memory' });
+  assert.deepEqual(gatewayConfig({ ...env, NONCE_STORE: 'memory' }).nonceStore, { kind: 'memory' });
+  assert.deepEqual(gatewayConfig({ ...env, NONCE_STORE: 'redis://:pw@redis:6379/2' }).nonceStore, { kind: 'redis', url: 'redis://:pw@redis:6379/2', timeoutMs: 500 });
+  assert.deepEqual(gatewayConfig({ ...env, NONCE_STORE: 'rediss://r.example', NONCE_STORE_TIMEOUT_MS: '50' }).nonceStore, { kind: 'redis', url: 'rediss://r.example', timeoutMs: 50 });
+  assert.equal(gatewayConfig({ ...env, RETRY_AFTER: '3' }).retryAfter, 3);
+  for (const bad of ['redis', 'Memory', 'mongodb://h', 'http://redis:6379', 'redis://', 'redis://:hunter2@h/x', 'redis://h/0?tls=1', 'unix:///run/redis.sock']) {
+    refused(() => gatewayConfig({ ...env, NONCE_STORE: bad }), 'NONCE_STORE');
+  }
+  assert.throws(() => gatewayConfig({ ...env, NONCE_STORE: 'redis://:hunter2@h/x' }), (e: Error) => !e.message.includes('hunter2'));
+  refused(() => gatewayConfig({ ...env, NONCE_STORE: 'redis://h', NONCE_STORE_TIMEOUT_MS: '5' }), 'NONCE_STORE_TIMEOUT_MS');
+});

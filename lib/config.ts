@@ -54,6 +54,10 @@ export const DEFAULTS = {
   NONCE_CACHE_SIZE: 1_000_000,
   /** Largest number of nonces one token may have remembered at once (its requests within ~2 × HAWK_SKEW). */
   NONCE_PER_TOKEN: 1000,
+  /** Where the gateway remembers nonces: `memory` (one gateway process per node) or a `redis://` / `rediss://` URL shared by a node's gateways. */
+  NONCE_STORE: 'memory',
+  /** Longest wait for the shared nonce store's answer, milliseconds; slower is 503 + Retry-After. */
+  NONCE_STORE_TIMEOUT_MS: 500,
   /** Largest body the gateway buffers to check a Hawk payload hash, bytes. */
   HASH_BODY_LIMIT: 1_048_576,
   /** Gateway upstream timeouts, milliseconds. */
@@ -703,6 +707,31 @@ export function overloadConfig(env: Env): OverloadConfig {
   };
 }
 
+/** Where the gateway remembers nonces (NONCE_STORE). */
+export type NonceStoreConfig = { kind: 'memory' } | { kind: 'redis'; url: string; timeoutMs: number };
+
+/**
+ * NONCE_STORE: `memory`, or `redis://[user:password@]host[:port][/db]` (`rediss://` for TLS).
+ * Messages never repeat the URL, which may carry a password.
+ */
+export function nonceStore(env: Env): NonceStoreConfig {
+  const v = str(env, 'NONCE_STORE', DEFAULTS.NONCE_STORE);
+  if (v === 'memory') return { kind: 'memory' };
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError('NONCE_STORE', 'must be memory or a redis:// or rediss:// URL');
+  }
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') {
+    throw new ConfigError('NONCE_STORE', `must be memory or a redis:// or rediss:// URL, got a ${u.protocol} URL`);
+  }
+  if (u.hostname === '') throw new ConfigError('NONCE_STORE', 'the Redis URL must name a host');
+  if (!/^\/?(\d{1,5})?$/.test(u.pathname)) throw new ConfigError('NONCE_STORE', 'the Redis URL path must be empty or a database number (/0)');
+  if (u.search || u.hash) throw new ConfigError('NONCE_STORE', 'the Redis URL must not carry a query or fragment');
+  return { kind: 'redis', url: v, timeoutMs: int(env, 'NONCE_STORE_TIMEOUT_MS', DEFAULTS.NONCE_STORE_TIMEOUT_MS, 10, 60_000) };
+}
+
 export interface GatewayConfig {
   port: number;
   host: string;
@@ -711,8 +740,12 @@ export interface GatewayConfig {
   nodeUrl: string;
   upstreamUrl: string;
   hawkSkew: number;
+  /** NONCE_CACHE_SIZE: the memory store's bound (a shared store is bounded by its own maxmemory). */
   nonceCacheSize: number;
   noncePerToken: number;
+  nonceStore: NonceStoreConfig;
+  /** Retry-After of a 503 while the nonce store cannot answer, seconds (RETRY_AFTER). */
+  retryAfter: number;
   hashBodyLimit: number;
   upstreamConnectTimeoutMs: number;
   upstreamTimeoutMs: number;
@@ -733,6 +766,8 @@ export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } 
     nonceCacheSize,
     // A share larger than the whole cache would let one token fill it.
     noncePerToken: int(env, 'NONCE_PER_TOKEN', Math.min(DEFAULTS.NONCE_PER_TOKEN, nonceCacheSize), 1, nonceCacheSize),
+    nonceStore: nonceStore(env),
+    retryAfter: int(env, 'RETRY_AFTER', DEFAULTS.RETRY_AFTER, 1, 86_400),
     hashBodyLimit: int(env, 'HASH_BODY_LIMIT', DEFAULTS.HASH_BODY_LIMIT, 1, 1 << 30),
     upstreamConnectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', DEFAULTS.UPSTREAM_CONNECT_TIMEOUT_MS, 10, 600_000),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULTS.UPSTREAM_TIMEOUT_MS, 10, 3_600_000),

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Images for the container tests, built on the engine at DOCKER_HOST (scripts/engine.sh):
 #
-#   scripts/images.sh standins   the two local stand-ins (below), when the engine lacks them
+#   scripts/images.sh standins   the local stand-ins (below), when the engine lacks them
 #   scripts/images.sh app        tokenserver:local from the real Dockerfile
 #   scripts/images.sh all        both (the default)
 #
-# Prints NODE_IMAGE=… and MONGO_STANDIN_IMAGE=… (eval-able) on stdout; progress on stderr.
+# Prints NODE_IMAGE=…, MONGO_STANDIN_IMAGE=… and REDIS_STANDIN_IMAGE=… (eval-able) on stdout; progress on stderr.
 #
 # No image registry answers on our machines, so nothing can be pulled. The stand-ins are
 # made from what the package registries give:
@@ -17,6 +17,8 @@
 #    already use (tools/compat-mongo, built by scripts/compat-mongo.sh install) on Debian's
 #    JRE. No MongoDB server binary is reachable. docker-compose.yml keeps mongo:7; only the
 #    test override (tests/containers/compose.test.yml) swaps this one in.
+#  - tokenserver-standin/redis:7 for redis:7 (the gateway's shared nonce store): Debian's
+#    redis-server on the Debian base (scripts/standin-redis.Dockerfile).
 # Each is labelled with a hash of its recipe and inputs and rebuilt only when that changes.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +31,7 @@ DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DEBIAN_IMAGE=tokenserver-standin/debian:bookworm-minbase
 NODE_STANDIN=tokenserver-standin/node:20-bookworm-slim
 MONGO_STANDIN=tokenserver-standin/mongo-compat:7
+REDIS_STANDIN=tokenserver-standin/redis:7
 APP_IMAGE=tokenserver:local
 LABEL=org.tokenserver.recipe
 
@@ -115,15 +118,27 @@ mongo_standin() {
     -f scripts/standin-mongo.Dockerfile -t "$MONGO_STANDIN" "$WORK/mongo" >/dev/null
 }
 
+# redis:7's stand-in: Debian's redis-server on the Debian base.
+redis_standin() {
+  local want
+  want="$(hash_of redis "$(sha256sum scripts/standin-redis.Dockerfile)" "$(recipe_of "$DEBIAN_IMAGE")")"
+  [ "$(recipe_of "$REDIS_STANDIN")" = "$want" ] && return 0
+  say "Debian's redis-server into $REDIS_STANDIN"
+  mkdir -p "$WORK/redis"
+  docker build -q --network host --build-arg "BASE=$DEBIAN_IMAGE" --label "$LABEL=$want" \
+    -f scripts/standin-redis.Dockerfile -t "$REDIS_STANDIN" "$WORK/redis" >/dev/null
+}
+
 # ---- end recipe ----
 
 node_image() { if has_image node:20-bookworm-slim; then echo node:20-bookworm-slim; else echo "$NODE_STANDIN"; fi; }
 
 build_standins() {
   local started=$SECONDS
-  if ! has_image node:20-bookworm-slim || ! has_image mongo:7; then debian_base; fi
+  if ! has_image node:20-bookworm-slim || ! has_image mongo:7 || ! has_image redis:7; then debian_base; fi
   if has_image node:20-bookworm-slim; then say "the engine has node:20-bookworm-slim: no stand-in needed"; else node_standin; fi
   mongo_standin
+  if has_image redis:7; then say "the engine has redis:7: no stand-in needed"; else redis_standin; fi
   say "stand-ins ready ($((SECONDS - started)) s)"
 }
 
@@ -149,3 +164,4 @@ case "${1:-all}" in
 esac
 echo "NODE_IMAGE=$(node_image)"
 echo "MONGO_STANDIN_IMAGE=$MONGO_STANDIN"
+echo "REDIS_STANDIN_IMAGE=$(if has_image redis:7; then echo redis:7; else echo "$REDIS_STANDIN"; fi)"

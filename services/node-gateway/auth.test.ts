@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, ProtocolError, ServiceUnavailable, Unauthorized } from '../../lib/errors.js';
 import { hawkHeader, parseHawkHeader, payloadHash, timestampMac } from '../../lib/hawk.js';
 import { makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
-import { authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, rememberNonce, tokenCache, verifyToken, type AuthRequest } from './auth.js';
+import { acceptNonce, authenticate, checkPathUid, checkPayloadHash, checkTarget, guardedNode, rememberNonce, tokenCache, verifyToken, type AuthRequest } from './auth.js';
 import { NonceCache } from './nonces.js';
 
 const NODE_URL = 'https://node-1.example:8443';
@@ -148,6 +148,15 @@ test('rememberNonce: new once, a replay 401, a full share or cache 503 + Retry-A
   assert.equal(full.headers['Retry-After'], '61');
   rememberNonce(hawk('n', 'another-token'), nonces, NOW_MS);
   failsWith(() => rememberNonce(hawk('n', 'yet-another'), nonces, NOW_MS), ServiceUnavailable, /cache is full/);
+});
+
+test('acceptNonce: every verdict of either store; a refusal for want of room or knowledge is 503 with its Retry-After', () => {
+  acceptNonce({ outcome: 'new' });
+  failsWith(() => acceptNonce({ outcome: 'replayed' }), InvalidCredentials, /nonce already used/);
+  for (const [outcome, why] of [['token-full', /share/], ['cache-full', /cache is full/], ['unknown', /lost what it knew/]] as const) {
+    const e = failsWith(() => acceptNonce({ outcome, retryAfter: 4 }), ServiceUnavailable, why);
+    assert.equal(e.headers['Retry-After'], '4');
+  }
 });
 
 test('authenticate records no nonce: a refused request cannot use up the cache', () => {

@@ -5,7 +5,7 @@ import { BadRequest, InvalidCredentials, InvalidTimestamp, ServiceUnavailable } 
 import { hawkMac, normalizedString, parseHawkHeader, payloadHash, safeEqual, staleTimestampChallenge, type HawkAttributes } from '../../lib/hawk.js';
 import { derivedSecret, parseToken, tokenSecrets, type TokenPayload, type TokenSecretsMode } from '../../lib/token.js';
 import { GenerationalMap } from './generations.js';
-import type { NonceCache } from './nonces.js';
+import type { NonceStore, NonceVerdict } from './nonce-store.js';
 
 /** Verified tokens remembered: a client sends many requests with one token. */
 const TOKEN_CACHE_SIZE = 10_000;
@@ -165,15 +165,28 @@ export function authenticate(req: AuthRequest, node: GuardedNode, opts: AuthOpti
 
 /**
  * The last check before forwarding: the nonce is new, and is now remembered
- * for its whole window. A full share or cache is 503 + Retry-After: refusing
- * is safe, forgetting a nonce early would let a captured request replay.
+ * for its whole window. Synchronous with the memory store, a promise with a
+ * shared one (which rejects with 503 when it cannot answer).
  */
-export function rememberNonce(hawk: HawkAttributes, nonces: NonceCache, nowMs = Date.now()): void {
-  const outcome = nonces.add(hawk.id, hawk.nonce, hawk.ts, nowMs);
-  if (outcome === 'new') return;
-  if (outcome === 'replayed') throw new InvalidCredentials('Hawk nonce already used');
-  const why = outcome === 'token-full' ? 'this token has used its share of the replay cache' : 'the replay cache is full';
-  throw new ServiceUnavailable(why, nonces.retryAfter(hawk.id, outcome, nowMs));
+export function rememberNonce(hawk: HawkAttributes, nonces: NonceStore, nowMs = Date.now()): void | Promise<void> {
+  const verdict = nonces.remember(hawk.id, hawk.nonce, hawk.ts, nowMs);
+  return verdict instanceof Promise ? verdict.then(acceptNonce) : acceptNonce(verdict);
+}
+
+const NONCE_REFUSALS = {
+  'token-full': 'this token has used its share of the replay cache',
+  'cache-full': 'the replay cache is full',
+  unknown: 'the replay cache lost what it knew before this request was signed',
+} as const;
+
+/**
+ * A replay is 401. A full share or store is 503 + Retry-After: refusing is
+ * safe, forgetting a nonce early would let a captured request replay.
+ */
+export function acceptNonce(verdict: NonceVerdict): void {
+  if (verdict.outcome === 'new') return;
+  if (verdict.outcome === 'replayed') throw new InvalidCredentials('Hawk nonce already used');
+  throw new ServiceUnavailable(NONCE_REFUSALS[verdict.outcome], verdict.retryAfter);
 }
 
 /** The body's hash against the signed one (only called when the header has `hash`). */

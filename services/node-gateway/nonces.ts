@@ -11,7 +11,7 @@
 // looked up in that bucket alone, and a second's nonces are forgotten by
 // emptying its bucket.
 
-export type NonceOutcome = 'new' | 'replayed' | 'token-full' | 'cache-full';
+import type { NonceOutcome, NonceStore, NonceVerdict } from './nonce-store.js';
 
 export interface NonceLimits {
   /** Most nonces kept in all (NONCE_CACHE_SIZE). */
@@ -87,7 +87,9 @@ function slotOf(token: number, h1: number): number {
   return h1 ^ Math.imul(token, 0x9e3779b1);
 }
 
-export class NonceCache {
+export class NonceCache implements NonceStore {
+  readonly kind = 'memory';
+
   /** Token key → its slot in the per-token arrays below, while it has nonces kept. */
   private readonly slots = new Map<string, number>();
   private keys: string[] = [];
@@ -133,6 +135,19 @@ export class NonceCache {
     this.count++;
     return 'new';
   }
+
+  /** NonceStore: add, with the Retry-After of a refusal. */
+  remember(id: string, nonce: string, ts: string, nowMs = Date.now()): NonceVerdict {
+    const outcome = this.add(id, nonce, ts, nowMs);
+    if (outcome === 'new' || outcome === 'replayed') return { outcome };
+    return { outcome, retryAfter: this.retryAfter(id, outcome, nowMs) };
+  }
+
+  async healthy(): Promise<boolean> {
+    return true;
+  }
+
+  async close(): Promise<void> {}
 
   /** Seconds until a refused token (`token-full`) or anyone (`cache-full`) will find room. */
   retryAfter(id: string, outcome: 'token-full' | 'cache-full', nowMs = Date.now()): number {

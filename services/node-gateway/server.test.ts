@@ -514,7 +514,9 @@ test('a kept-alive connection the application closed: idempotent requests retrie
 
 test('application down: 502 for requests, 503 for the heartbeat; lbheartbeat stays 200', async () => {
   const up = await gateway();
-  assert.equal((await send(up, { path: '/__heartbeat__' })).status, 200);
+  const ok = await send(up, { path: '/__heartbeat__' });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(ok.json(), { status: 'ok', checks: { application: 'ok', nonces: 'ok' } });
   const dead = http.createServer();
   await new Promise<void>((r) => dead.listen(0, '127.0.0.1', () => r()));
   const deadUrl = `http://127.0.0.1:${(dead.address() as AddressInfo).port}`;
@@ -525,6 +527,7 @@ test('application down: 502 for requests, 503 for the heartbeat; lbheartbeat sta
   assert.ok(!/ECONNREFUSED|127\.0\.0\.1/.test(r.text), 'no internals in a 5xx body');
   const hb = await send(g, { path: '/__heartbeat__' });
   assertError(hb, 503, 'error', /unavailable/);
+  assert.deepEqual(hb.json().checks, { application: 'unavailable', nonces: 'ok' });
   assert.match(hb.headers['retry-after'] ?? '', /^\d+$/);
   const lb = await send(g, { path: '/__lbheartbeat__' });
   assert.equal(lb.status, 200);

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
-import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError, ServiceUnavailable } from '../../lib/errors.js';
+import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
 import { listen, localUrl } from '../../lib/listen.js';
 import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
@@ -15,7 +15,7 @@ import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import { VERSION_INFO } from '../../lib/version.js';
 import { authenticate, checkPayloadHash, guardedNode, rememberNonce, tokenCache, type Caller } from './auth.js';
 import { clientFraming, forward, probe, refuseRepeatedSingletons, upstream, upstreamRequestHeaders, type Framing } from './forward.js';
-import { NonceCache } from './nonces.js';
+import { openNonceStore } from './nonce-store.js';
 import { sendError, sendJson } from './respond.js';
 
 /** Hawk's header is at most 4 KiB; this leaves room for ordinary headers. */
@@ -86,14 +86,23 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   // Set once listening, before the first request can arrive.
   let node = guardedNode(config.nodeUrl, config.masterSecrets, config.tokenSecrets);
   let publicUrl = new URL(config.nodeUrl);
-  const nonces = new NonceCache({ capacity: config.nonceCacheSize, perToken: config.noncePerToken, skewSeconds: config.hawkSkew });
+  const nonces = await openNonceStore(config, log);
   const tokens = tokenCache();
   const app = upstream(config.upstreamUrl, { connectTimeoutMs: config.upstreamConnectTimeoutMs, timeoutMs: config.upstreamTimeoutMs });
   const metrics = new GatewayMetrics();
 
+  /** The application node and the nonce store, as login's heartbeat reports its backends. */
   async function heartbeat(res: http.ServerResponse, own: Record<string, string>): Promise<void> {
-    if (!(await probe(app))) throw new ServiceUnavailable('the application node is unreachable');
-    sendJson(res, 200, { status: 'ok' }, own);
+    const [application, nonceStore] = await Promise.all([probe(app), nonces.healthy()]);
+    const checks = { application: application ? 'ok' : 'unavailable', nonces: nonceStore ? 'ok' : 'unavailable' };
+    const down = Object.entries(checks).filter(([, state]) => state !== 'ok').map(([name]) => name);
+    if (down.length === 0) {
+      sendJson(res, 200, { status: 'ok', checks }, own);
+      return;
+    }
+    const headers = { 'X-Timestamp': String(Math.floor(Date.now() / 1000)), 'Retry-After': String(config.retryAfter), ...own };
+    const errors = down.map((name) => ({ location: 'internal', name, description: `${name === 'nonces' ? 'nonce store' : 'application node'} unavailable` }));
+    sendJson(res, 503, { status: 'error', checks, errors }, headers);
   }
 
   /**
@@ -124,7 +133,11 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
       .catch(fail);
   }
 
-  /** The last check (the nonce), then the request to the application: with a buffered body, or streaming the client's. */
+  /**
+   * The last check (the nonce), then the request to the application: with a
+   * buffered body, or streaming the client's. The memory store answers at
+   * once; a shared one answers later, by when the client may have gone.
+   */
   function send(
     req: http.IncomingMessage,
     res: http.ServerResponse,
@@ -134,22 +147,30 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     body: Buffer | undefined,
     fail: (err: unknown) => void,
   ): void {
-    const method = req.method ?? 'GET';
-    const target = req.url ?? '/';
-    rememberNonce(caller.hawk, nonces);
-    // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
-    const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
-    const headers = upstreamRequestHeaders(req.rawHeaders, {
-      uid: caller.uid,
-      node: caller.node,
-      clientAddress: req.socket.remoteAddress ?? '',
-      publicUrl,
-      framing: sent,
-      explicitEmpty: !BODYLESS_METHODS.has(method),
-      requestId: exchange.requestId,
-    });
-    exchange.upstreamStarted = performance.now();
-    forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] }, fail);
+    const remembered = rememberNonce(caller.hawk, nonces);
+    if (remembered === undefined) forwardRequest();
+    else
+      remembered.then(() => {
+        if (!res.destroyed) forwardRequest();
+      }, fail);
+
+    function forwardRequest(): void {
+      const method = req.method ?? 'GET';
+      const target = req.url ?? '/';
+      // A buffered body is sent with its exact length; a streamed one keeps the client's kind of framing.
+      const sent: Framing = body === undefined ? framing : body.length === 0 ? { kind: 'none' } : { kind: 'length', length: body.length };
+      const headers = upstreamRequestHeaders(req.rawHeaders, {
+        uid: caller.uid,
+        node: caller.node,
+        clientAddress: req.socket.remoteAddress ?? '',
+        publicUrl,
+        framing: sent,
+        explicitEmpty: !BODYLESS_METHODS.has(method),
+        requestId: exchange.requestId,
+      });
+      exchange.upstreamStarted = performance.now();
+      forward({ req, res }, app, { method, target, headers, body, framing: sent, responseHeaders: [REQUEST_ID_HEADER, exchange.requestId] }, fail);
+    }
   }
 
   /** Once the response is over (or the client gone): the access line and the metrics. */
@@ -233,7 +254,13 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   server.on('request', (req, res) => handle(req, res));
   server.on('checkContinue', (req, res) => handle(req, res, true));
 
-  const port = await listen(server, config.port, config.host);
+  let port: number;
+  try {
+    port = await listen(server, config.port, config.host);
+  } catch (err) {
+    await nonces.close();
+    throw err;
+  }
   const nodeUrl = nodeUrlFor ? nodeUrlFor(port) : config.nodeUrl;
   if (nodeUrl !== config.nodeUrl) {
     node = guardedNode(nodeUrl, config.masterSecrets, config.tokenSecrets);
@@ -246,9 +273,10 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   } catch (err) {
     server.close();
     app.agent.destroy();
+    await nonces.close();
     throw err;
   }
-  log.info({ port, url, nodeUrl, upstream: config.upstreamUrl }, 'node-gateway listening');
+  log.info({ port, url, nodeUrl, upstream: config.upstreamUrl, nonceStore: nonces.kind }, 'node-gateway listening');
 
   return {
     port,
@@ -262,6 +290,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
         server.closeAllConnections();
         app.agent.destroy();
       });
+      await nonces.close();
     },
   };
 }
