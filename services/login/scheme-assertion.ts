@@ -2,7 +2,7 @@
 // TRUSTED_ISSUERS (or the development IdP under `npm start`) names issuers.
 // The verifier itself is assertion.ts, unchanged.
 import { createAssertionVerifier, SCHEMES } from './assertion.js';
-import type { SchemeFactory } from './schemes.js';
+import type { SchemeFactory } from './scheme.js';
 
 export const assertionScheme: SchemeFactory = async (config) => {
   if (config.trustedIssuers.size === 0) return null;

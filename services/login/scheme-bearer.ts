@@ -5,7 +5,7 @@
 import { InvalidClientState, InvalidCredentials, InvalidKeyId, MOZILLA_ERRORS } from '../../lib/errors.js';
 import { base64UrlDecode, checkTimes, parseGeneration } from './assertion.js';
 import { localJwtVerifier } from './jwks.js';
-import type { SchemeFactory } from './schemes.js';
+import type { SchemeFactory } from './scheme.js';
 
 export const KEY_ID_HEADER = 'X-KeyID';
 /** DESIGN §9.1: the account id. */

@@ -5,40 +5,9 @@
 import type { LoginConfig } from '../../lib/config.js';
 import { MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { splitAuthorization } from './authorization.js';
+import type { AuthRequest, AuthScheme, Identity, SchemeFactory } from './scheme.js';
 import { assertionScheme } from './scheme-assertion.js';
 import { bearerScheme } from './scheme-bearer.js';
-
-/** Who logged in, as the directory's rules need it. */
-export interface Identity {
-  /** Normalised (lib/email.ts). */
-  email: string;
-  /** Absent when the credentials carry none. */
-  generation?: number;
-  /** DESIGN §9.2, ms; absent when none. */
-  keysChangedAt?: number;
-  /** The client state the credentials name (Bearer's X-KeyID), lowercase hex; replaces X-Client-State. */
-  clientState?: string;
-  /** DESIGN §9.2's reading of a missing generation (Bearer); otherwise #13's "counts as 0" (BrowserID). */
-  missingGenerationIsNone?: boolean;
-}
-
-/** What a scheme may read of the request. */
-export interface AuthRequest {
-  /** The whole Authorization header. */
-  authorization: string;
-  /** A request header; undefined when absent. */
-  header(name: string): string | undefined;
-  nowMs?: number;
-}
-
-export interface AuthScheme {
-  /** Names it answers to in the Authorization header (case-insensitive); each is one WWW-Authenticate challenge. */
-  readonly names: readonly string[];
-  verify(credentials: string, request: AuthRequest): Promise<Identity>;
-}
-
-/** Builds the scheme from the configuration, or null when the configuration leaves it off. */
-export type SchemeFactory = (config: LoginConfig) => Promise<AuthScheme | null>;
 
 /** Every scheme, in challenge order. */
 const FACTORIES: readonly SchemeFactory[] = [assertionScheme, bearerScheme];

@@ -15,7 +15,7 @@ import type { User } from '../../../lib/gen/directory.js';
 import { sendJson } from '../error-handler.js';
 import { accountId, acceptsJson, apiEndpoint, hashedAccountId, hashedDeviceId, isKnownApplication, isValidClientState, tokenDuration, tokenPayload, unsupportedApplication } from '../rules.js';
 import { authorizationOf } from '../authorization.js';
-import type { Identity } from '../schemes.js';
+import type { Identity } from '../scheme.js';
 import { allowMethods, GET_HEAD, shedLoad, type LoginDeps } from '../shared.js';
 
 export const TOKEN_PATH = '/1.0/:app/:version';
