@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InvalidClientState, InvalidGeneration, InvalidKeysChangedAt, NewUsersDisabled, type ProtocolError } from '../../lib/errors.js';
-import { above, claimsOf, decideLogin, isRetired, loginProblem, raisedGeneration, retirement, updatedVersions, type LoginInput } from './rules.js';
+import { above, claimsOf, decideLogin, isRetired, loginProblem, MAX_REPLACED, raisedGeneration, retirement, updatedVersions, type LoginInput } from './rules.js';
 import type { UserRecord } from './store.js';
 
 const NOW = 1_700_000_000_000;
@@ -198,4 +198,38 @@ test('raisedGeneration: raises, never lowers, leaves retired records alone', () 
   assert.equal(raisedGeneration(user(), 1000), null);
   assert.equal(raisedGeneration(user(), 10), null);
   assert.equal(raisedGeneration(retirement(user(), NOW)!, 5000), null);
+});
+
+// Found missing by mutation testing (npm run mutation -- services/directory/rules.ts).
+test('rule 5 with a missing side: without a_kca rule 8 decides; without u_kca the change goes through', () => {
+  refusedWith(problem(user(), { clientState: 'bbbb', generation: 2000 }), InvalidKeysChangedAt, /required/);
+  assert.equal(problem(user({ keysChangedAt: 0 }), { clientState: 'bbbb', generation: 2000 }), null);
+  assert.equal(problem(user({ keysChangedAt: null }), { clientState: 'bbbb', keysChangedAt: 500, generation: 2000 }), null);
+});
+
+test('updates: with no recorded kca, a_kca without a generation raises the generation, for a first login too', () => {
+  assert.deepEqual(updatedVersions({ generation: 5, keysChangedAt: null }, claimsOf(input({ keysChangedAt: 8 }))), { generation: 8, keysChangedAt: 8 });
+  const d = decideLogin(null, input({ keysChangedAt: 1000 }), NOW, POLICY);
+  assert.equal(d.action, 'create');
+  if (d.action === 'create') assert.deepEqual([d.build(1).generation, d.build(1).keysChangedAt], [1000, 1000]);
+});
+
+test('a first kca with an unchanged generation is recorded in place', () => {
+  const d = decideLogin(user({ keysChangedAt: null }), input({ keysChangedAt: 500, generation: 1000 }), NOW, POLICY);
+  assert.equal(d.action, 'update');
+  if (d.action === 'update') assert.deepEqual([d.record.uid, d.record.generation, d.record.keysChangedAt, d.record.version], [10, 1000, 500, 4]);
+});
+
+test('a kca that is not a non-negative integer: the refusal says so', () => {
+  const d = decideLogin(user(), input({ keysChangedAt: -1 }), NOW, POLICY);
+  assert.equal(d.action, 'reject');
+  if (d.action === 'reject') assert.match(d.error.message, /^keys_changed_at must be a non-negative integer$/);
+});
+
+test('retirement: no client-state changes kept; the replaced list keeps only the newest entries', () => {
+  const replaced = Array.from({ length: MAX_REPLACED }, (_, i) => ({ uid: 100 + i, node: 'https://old.example', replacedAt: i, released: false }));
+  const r = retirement(user({ stateChanges: [NOW - 2000, NOW - 1000], replaced }), NOW)!;
+  assert.deepEqual(r.stateChanges, []);
+  assert.equal(r.replaced.length, MAX_REPLACED);
+  assert.deepEqual([r.replaced[0].uid, r.replaced.at(-1)?.uid], [101, 10]);
 });

@@ -280,3 +280,17 @@ test('requestProblem: 255 characters are allowed, 256 are not; each refusal name
   assert.match(requestProblem({ service: 'sync', email: 'a@b', clientState: 'a b' })!.message, /^client state must match/);
   rejected(decideLogin(null, input({ allowNewUsers: false }), NOW, POLICY), NewUsersDisabled, /^new users are not accepted$/);
 });
+
+test('client state: empty after a non-empty one is refused with no seen states and a higher generation too', () => {
+  rejected(decideLogin(user({ seenClientStates: [] }), input({ generation: 6, clientState: '' }), NOW, POLICY), InvalidClientState, /empty string$/);
+});
+
+test('client-state changes: one stamped this millisecond counts; ones stamped ahead of the clock are dropped, so they cannot hold the allowance', () => {
+  const change = (stateChanges: number[]) => decideLogin(user({ stateChanges }), input({ generation: 6, clientState: 'bbbb' }), NOW, POLICY);
+  const ahead = change([NOW + 365 * DAY, NOW + 365 * DAY, NOW + 365 * DAY]);
+  assert.equal(ahead.action, 'newUid');
+  if (ahead.action === 'newUid') assert.deepEqual(ahead.build(11).stateChanges, [NOW]);
+  const same = change([NOW]);
+  assert.equal(same.action, 'newUid');
+  if (same.action === 'newUid') assert.deepEqual(same.build(11).stateChanges, [NOW, NOW]);
+});

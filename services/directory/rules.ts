@@ -69,14 +69,14 @@ export function isValidGeneration(generation: number): boolean {
   return Number.isSafeInteger(generation) && generation >= 0;
 }
 
+/** A user's first record: the versions are §9.2's updates applied to a record that has none. */
 export function newUserRecord(req: LoginInput, uid: number, now: number): UserRecord {
   return {
     service: req.service,
     email: req.email,
     uid,
     node: '',
-    generation: req.generation ?? 0,
-    keysChangedAt: req.keysChangedAt || null,
+    ...updatedVersions({ generation: 0, keysChangedAt: null }, claimsOf(req)),
     clientState: req.clientState,
     seenClientStates: [],
     replaced: [],
@@ -224,7 +224,7 @@ export function decideLogin(existing: UserRecord | null, req: LoginInput, now: n
   const claims = claimsOf(req);
   if (existing === null || isRetired(existing)) {
     if (!req.allowNewUsers) return { action: 'reject', error: new NewUsersDisabled('new users are not accepted') };
-    const fresh = (uid: number) => ({ ...newUserRecord(req, uid, now), ...updatedVersions({ generation: 0, keysChangedAt: null }, claims) });
+    const fresh = (uid: number) => newUserRecord(req, uid, now);
     if (existing === null) return { action: 'create', build: fresh };
     // The deleted account's old uids stay listed for clean-up.
     return { action: 'newUid', build: (uid) => ({ ...fresh(uid), replaced: existing.replaced, version: existing.version + 1 }) };
