@@ -10,7 +10,10 @@ import {
   MongoServerError,
   MongoServerSelectionError,
   MongoTopologyClosedError,
+  type Collection,
   type Db,
+  type Document,
+  type IndexDescription,
   type MongoClientOptions,
 } from 'mongodb';
 import { ConfigError, ServiceUnavailable } from './errors.js';
@@ -126,6 +129,15 @@ export async function mongoCall<T>(op: () => Promise<T>): Promise<T> {
     if (isUnavailable(err)) throw new ServiceUnavailable(`database unavailable: ${(err as Error).message}`);
     throw err;
   }
+}
+
+/**
+ * Creates the indexes a store needs, if missing. One createIndexes command per index: MongoDB
+ * answers a list of existing indexes with "all indexes already exist", but FerretDB 1.24 drops
+ * the connection on such a list, and a store opened twice sends it.
+ */
+export async function ensureIndexes<T extends Document>(collection: Collection<T>, indexes: IndexDescription[]): Promise<void> {
+  for (const index of indexes) await collection.createIndexes([index]);
 }
 
 interface SharedClient {

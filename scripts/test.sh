@@ -16,14 +16,30 @@ for f in "${files[@]}"; do case "$f" in *mongo*) mongo_files=1 ;; esac; done
 if [ -z "${MONGODB_URL:-}" ] && [ "$mongo_files" = 1 ] && [ -z "${SKIP_MONGO_INSTALL:-}" ] && ! bash scripts/compat-mongo.sh installed; then
   bash scripts/compat-mongo.sh install >&2 || echo "test.sh: could not install the MongoDB-compatible server; the MongoDB suites will skip" >&2
 fi
+compat_state="" ferret_state=""
+stop_servers() {
+  [ -n "$compat_state" ] && { bash scripts/compat-mongo.sh stop --state "$compat_state" >/dev/null 2>&1 || true; }
+  [ -n "$ferret_state" ] && { bash scripts/compat-ferretdb.sh stop --state "$ferret_state" >/dev/null 2>&1 || true; }
+  return 0
+}
+trap stop_servers EXIT
+trap 'exit 130' INT TERM
 if [ -z "${MONGODB_URL:-}" ] && [ "$mongo_files" = 1 ] && bash scripts/compat-mongo.sh installed; then
   compat_state="$(mktemp -u "${TMPDIR:-/tmp}/compat-mongo-state.XXXXXX")"
-  trap 'bash scripts/compat-mongo.sh stop --state "$compat_state" >/dev/null 2>&1 || true' EXIT
-  trap 'exit 130' INT TERM
   if compat_line="$(bash scripts/compat-mongo.sh start --state "$compat_state")"; then
     export MONGODB_URL="${compat_line#MONGODB_URL=}"
   else
     echo "test.sh: the MongoDB-compatible server did not start; the MongoDB suites will skip" >&2
+  fi
+fi
+# The second MongoDB-compatible server, FerretDB, when built (bash scripts/compat-ferretdb.sh install,
+# which needs Go; .ci/run builds it): the store contract suites run on it too, or skip and say why.
+if [ -z "${FERRETDB_URL:-}" ] && [ "$mongo_files" = 1 ] && bash scripts/compat-ferretdb.sh installed; then
+  ferret_state="$(mktemp -u "${TMPDIR:-/tmp}/compat-ferretdb-state.XXXXXX")"
+  if ferret_line="$(bash scripts/compat-ferretdb.sh start --state "$ferret_state")"; then
+    export FERRETDB_URL="${ferret_line#FERRETDB_URL=}"
+  else
+    echo "test.sh: FerretDB did not start; its store suites will skip" >&2
   fi
 fi
 # ---- end MongoDB suites ----

@@ -4,7 +4,7 @@
 // `users` and `counters` share the database with the nodes store.
 import { Long, type Collection, type Filter } from 'mongodb';
 import { InternalError } from '../../lib/errors.js';
-import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
+import { ensureIndexes, isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
 import { mergeCounts, type ListQuery, type NodeCount, type ReplacedUser, type UserRecord, type UserStore } from './store.js';
 
 /** Documents written before these fields existed lack them. */
@@ -75,7 +75,7 @@ export class MongoUserStore implements UserStore {
     );
     try {
       await mongoCall(async () => {
-        await store.users.createIndexes([
+        await ensureIndexes(store.users, [
           { key: { service: 1, email: 1 }, name: 'service_email', unique: true },
           // unassignNode: the users of one node.
           { key: { service: 1, node: 1 }, name: 'service_node' },
@@ -84,7 +84,7 @@ export class MongoUserStore implements UserStore {
         ]);
         // claimEventToken sweeps expired claims itself (as on SQLite): a TTL index would do it too on
         // MongoDB, but FerretDB has none, and account events are rare enough for a sweep per claim.
-        await store.eventTokens.createIndexes([{ key: { expiresAt: 1 }, name: 'expires_at' }]);
+        await ensureIndexes(store.eventTokens, [{ key: { expiresAt: 1 }, name: 'expires_at' }]);
         await store.ensureUidCounter();
       });
     } catch (err) {

@@ -11,7 +11,7 @@
 // order and stops after `limit` entries, whatever the number of nodes.
 import type { Collection, Document, Filter } from 'mongodb';
 import { ServiceUnavailable } from '../../lib/errors.js';
-import { isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
+import { ensureIndexes, isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
 import type { NodePatch, NodeRecord, NodeStore } from './store.js';
 
 interface NodeDoc extends NodeRecord {
@@ -67,7 +67,7 @@ export class MongoNodeStore implements NodeStore {
     const store = new MongoNodeStore(handle, handle.db.collection<NodeDoc>('nodes'));
     try {
       await mongoCall(() =>
-        store.nodes.createIndexes([
+        ensureIndexes(store.nodes, [
           { key: { service: 1, url: 1 }, name: 'service_url', unique: true },
           { key: { service: 1, ratio: 1, url: 1 }, name: 'candidates', partialFilterExpression: HAS_SLOTS_AND_UP },
           // releasable: the nodes of a service without slots.

@@ -19,8 +19,13 @@ export function sampleNode(overrides: Partial<NodeRecord> = {}): NodeRecord {
   };
 }
 
-export function nodeStoreContract(name: string, open: StoreOpener<NodeStore>, skipReason?: () => string | undefined): void {
-  const it = (title: string, fn: (store: NodeStore) => Promise<void>) => storeTest(name, open, skipReason, title, fn);
+export function nodeStoreContract(
+  name: string,
+  open: StoreOpener<NodeStore>,
+  skipReason?: () => string | undefined,
+  deviations?: Readonly<Record<string, string>>,
+): void {
+  const it = (title: string, fn: (store: NodeStore) => Promise<void>) => storeTest(name, open, skipReason, title, fn, deviations);
 
   it('get on an empty store is null; list is empty; ping answers', async (store) => {
     await store.ping();
