@@ -19,6 +19,8 @@ test('base64UrlDecode: canonical unpadded base64url only', () => {
   assert.equal(base64UrlDecode('aGk='), null, 'padding');
   assert.equal(base64UrlDecode('a+/b'), null, 'the standard alphabet');
   assert.equal(base64UrlDecode('aG k'), null, 'a blank');
+  assert.equal(base64UrlDecode('aGk\u00e9'), null, 'a character outside the alphabet');
+  assert.equal(base64UrlDecode('aGk\n'), null, 'a line break');
   assert.equal(base64UrlDecode('abcde'), null, 'a length of 4n + 1');
   assert.equal(base64UrlDecode('a'), null, 'one character');
   assert.equal(base64UrlDecode('aGl'), null, 'non-canonical trailing bits');
@@ -77,6 +79,7 @@ test('parseCompactJws: each part refused with its own message, header first', ()
   const latin1 = Buffer.from('{"alg":"ES256","x":"\xe9"}', 'latin1').toString('base64url');
   const cases: Array<[string, string, string]> = [
     ['header not base64url', `!!!.${b64({})}.c2ln`, 'token header is not base64url'],
+    ['header empty', `.${b64({})}.c2ln`, 'token header is not JSON'],
     ['header not UTF-8', `${latin1}.${b64({})}.c2ln`, 'token header is not UTF-8'],
     ['header not JSON', `${b64('{x')}.${b64({})}.c2ln`, 'token header is not JSON'],
     ['header an array', `${b64([1])}.${b64({})}.c2ln`, 'token header is not a JSON object'],
