@@ -215,7 +215,6 @@ test('the verifier agrees with jose’s jwtVerify on generated tokens (access an
     }),
     fuzzParams(400),
   );
-  if (process.env.FUZZ_SHOW) console.log(seen);
   // The generators reach every outcome, or the agreement would prove little.
   for (const k of ['access accepted', 'access expired', 'access refused', 'event accepted', 'event expired', 'event refused']) assert.ok((seen[k] ?? 0) > 0, `no case ended "${k}": ${JSON.stringify(seen)}`);
 });
