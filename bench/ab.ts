@@ -8,7 +8,10 @@
 //   npx tsx bench/ab.ts [--seconds 5] [--rounds 3] services/login/assertion.ts=/tmp/assertion.ts [...]
 //   npx tsx bench/ab.ts --gateway [--seconds 10] services/node-gateway/auth.ts=/tmp/auth.ts [...]
 //   npx tsx bench/ab.ts --login-flags-b="--max-old-space-size=4096"
-// The last: B runs login with these node flags after the production ones (lib/node-flags.ts), which they override.
+//   npx tsx bench/ab.ts --scheme both services/login/jwks.ts=/tmp/jwks.ts
+// --login-flags-b: B runs login with these node flags after the production ones (lib/node-flags.ts), which they override.
+// --scheme: the logins measured: assertion (the default: fresh ES256 assertions), bearer (fresh RS256 access
+// tokens, one RSA-2048 OAuth key, distinct accounts), or both, each round of each on each build in turn.
 // With --gateway: both gateway builds and the bare proxy under bench/gateway.ts's load instead.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,15 +32,19 @@ export interface AbRound {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function round(stack: LoginStack & { lastRate?: number }, seconds: number): Promise<AbRound> {
+export type Scheme = 'assertion' | 'bearer';
+type MeasuredStack = LoginStack & { lastRate?: Partial<Record<Scheme, number>> };
+
+async function round(stack: MeasuredStack, seconds: number, scheme: Scheme): Promise<AbRound> {
   const services = [stack.login, stack.directory];
+  // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
+  const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * 2 * seconds);
+  const requestsFile = scheme === 'bearer' ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
   const before = services.map((s) => s.cpuSeconds());
   for (const s of services) s.resetPeak();
-  // Fresh assertions for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
-  const pool = Math.ceil(Math.max(stack.lastRate ?? 0, 4000) * 2 * seconds);
-  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds: seconds });
-  if (r.reused > 0) throw new Error(`${r.reused} assertions presented twice: the pool was too small`);
-  stack.lastRate = r.requestsPerSecond;
+  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
+  if (r.reused > 0) throw new Error(`${r.reused} ${scheme} credentials presented twice: the pool was too small`);
+  stack.lastRate = { ...stack.lastRate, [scheme]: r.requestsPerSecond };
   if (r.non2xx + r.errors > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
   return {
     requestsPerSecond: r.requestsPerSecond,
@@ -51,21 +58,26 @@ async function round(stack: LoginStack & { lastRate?: number }, seconds: number)
 
 export async function compare(
   replace: Record<string, string>,
-  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[] },
-): Promise<Record<'A' | 'B', AbRound[]>> {
+  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[] },
+): Promise<Record<string, AbRound[]>> {
+  const schemes = o.schemes ?? ['assertion'];
+  const bearer = schemes.includes('bearer');
   const variantDir = path.join(ROOT, 'dist', 'bench-variant');
   buildServices();
   buildServices(variantDir, replace);
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-ab-'));
   const stacks: LoginStack[] = [];
   try {
-    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'a.db')}`, { users: o.users, buildDir: BUILD_DIR }));
-    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'b.db')}`, { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB }));
-    for (const s of stacks) await round(s, 2);
-    const out: Record<'A' | 'B', AbRound[]> = { A: [], B: [] };
+    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'a.db')}`, { users: o.users, buildDir: BUILD_DIR, bearer }));
+    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'b.db')}`, { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB, bearer }));
+    for (const scheme of schemes) for (const s of stacks) await round(s, 2, scheme);
+    // Rows "A" and "B" with one scheme; "A bearer", "B assertion", … with both.
+    const label = (build: string, scheme: Scheme) => (schemes.length === 1 ? build : `${build} ${scheme}`);
+    const out: Record<string, AbRound[]> = {};
     for (let i = 0; i < o.rounds; i++) {
-      out.A.push(await round(stacks[0], o.seconds));
-      out.B.push(await round(stacks[1], o.seconds));
+      for (const scheme of schemes) {
+        for (const [build, stack] of [['A', stacks[0]], ['B', stacks[1]]] as const) (out[label(build, scheme)] ??= []).push(await round(stack, o.seconds, scheme));
+      }
     }
     return out;
   } finally {
@@ -109,6 +121,7 @@ if (isMain) {
       rounds: { type: 'string', default: '3' },
       gateway: { type: 'boolean', default: false },
       'login-flags-b': { type: 'string' },
+      scheme: { type: 'string', default: 'assertion' },
     },
   });
   const replace: Record<string, string> = {};
@@ -122,11 +135,14 @@ if (isMain) {
     process.exit(0);
   }
   const loginFlagsB = values['login-flags-b']?.split(/\s+/).filter((f) => f !== '');
-  const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB });
+  const schemes: Scheme[] = values.scheme === 'both' ? ['bearer', 'assertion'] : values.scheme === 'bearer' || values.scheme === 'assertion' ? [values.scheme] : [];
+  if (schemes.length === 0) throw new Error(`--scheme must be assertion, bearer or both, got ${values.scheme}`);
+  const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes });
   const summary = (rounds: AbRound[]) => ({
     'req/s (median)': Math.round(median(rounds.map((x) => x.requestsPerSecond))),
     ...Object.fromEntries(Object.keys(rounds[0].cpuMsPerRequest).map((k) => [`${k} CPU ms/req`, Math.round(1000 * median(rounds.map((x) => x.cpuMsPerRequest[k]))) / 1000])),
     ...Object.fromEntries(Object.keys(rounds[0].peakRssMb).map((k) => [`${k} peak RSS MB`, Math.round(Math.max(...rounds.map((x) => x.peakRssMb[k])))])),
   });
-  console.table({ 'A (current)': summary(r.A), 'B (replaced)': summary(r.B) });
+  const name = (row: string) => row.replace(/^A/, 'A (current)').replace(/^B/, 'B (replaced)');
+  console.table(Object.fromEntries(Object.entries(r).map(([row, rounds]) => [name(row), summary(rounds)])));
 }

@@ -124,6 +124,63 @@ export async function loginFixture(dir: string, users: number, o: { alg?: UserKe
   };
 }
 
+const OAUTH_ISSUER = 'https://accounts.bench.example';
+const OAUTH_KID = 'bench-oauth-1';
+const OLDSYNC_SCOPE = 'https://identity.mozilla.com/apps/oldsync';
+/** keys_changed_at and the generation of every Bearer user, ms (as FxA sends them). */
+const KEYS_CHANGED_AT = 1_700_000_000_000;
+/** Access tokens live 5 minutes here, well within MAX_ACCESS_TOKEN_LIFETIME. */
+const ACCESS_TOKEN_TTL_SECONDS = 300;
+
+export interface BearerFixture {
+  /** OAUTH_JWKS (one RSA-2048 key, RS256 as FxA signs), OAUTH_ISSUER and METRICS_HASH_SECRET. */
+  env: Env;
+  /**
+   * `count` Bearer token requests, users in turn, each with an access token
+   * made now and never handed out before (its own jti), and the user's
+   * X-KeyID. Written as a JSON file for bench/load.ts; returns its path.
+   */
+  freshRequests(count: number): string;
+  /** Access tokens made so far. */
+  readonly made: number;
+}
+
+/**
+ * `users` OAuth accounts (`sub` bearer<i>, each with its own client state)
+ * and the OAuth server's signing key, for the Bearer scheme (DESIGN §9.1).
+ * An RS256 token costs ~1 ms to sign here, so pools are made before each window.
+ */
+export async function bearerFixture(dir: string, users: number): Promise<BearerFixture> {
+  const { privateKey, publicKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 });
+  const jwksFile = path.join(dir, 'oauth-jwks.json');
+  writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid: OAUTH_KID, use: 'sig', alg: 'RS256' }] }));
+  const accounts = Array.from({ length: users }, (_, i) => ({
+    sub: `bearer${i}`,
+    keyId: `${KEYS_CHANGED_AT}-${randomBytes(16).toString('base64url')}`,
+  }));
+  const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'at+jwt', kid: OAUTH_KID })).toString('base64url');
+  let made = 0;
+  return {
+    env: { OAUTH_JWKS: jwksFile, OAUTH_ISSUER, METRICS_HASH_SECRET: randomBytes(16).toString('hex') },
+    get made() {
+      return made;
+    },
+    freshRequests(count) {
+      const iat = Math.floor(Date.now() / 1000);
+      const requests: RequestSpec[] = [];
+      for (let i = 0; i < count; i++, made++) {
+        const { sub, keyId } = accounts[made % users];
+        // The claims of an FxA access token; the jti makes every token a distinct string.
+        const claims = { aud: 'https://token.bench.example', client_id: '5882386c6d801776', exp: iat + ACCESS_TOKEN_TTL_SECONDS, iat, iss: OAUTH_ISSUER, jti: `${made}`, scope: `profile ${OLDSYNC_SCOPE}`, sub, 'fxa-generation': KEYS_CHANGED_AT };
+        requests.push({ path: TOKEN_PATH, headers: { authorization: `Bearer ${signCompact('RS256', privateKey, header, claims)}`, 'x-keyid': keyId } });
+      }
+      const file = path.join(dir, 'bearer-requests.json');
+      writeFileSync(file, JSON.stringify(requests));
+      return file;
+    },
+  };
+}
+
 /** Registers nodes with a nodeassign service over gRPC. */
 export async function addNodes(nodeAssignPort: number, nodes: Array<{ url: string; capacity: number }>, service = APP): Promise<void> {
   const client = grpcClient(NodeAssignClient, `127.0.0.1:${nodeAssignPort}`, BENCH_AUTH);

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { BenchResult, BenchRow } from './gateway.js';
-import { addNodes, loginFixture, NODE_URL, type UserKeyAlg } from './fixtures.js';
+import { addNodes, bearerFixture, loginFixture, NODE_URL, type UserKeyAlg } from './fixtures.js';
 import type { LoadResult } from './load.js';
 import { runLoad, startBareKoa, startDirectory, startLoginService, startNodeAssign, stopAll, type Service } from './proc.js';
 
@@ -44,6 +44,8 @@ export interface LoginStack {
   url: string;
   /** A file of `count` requests with assertions never presented before (bench/fixtures.ts). */
   freshRequests(count: number): string;
+  /** Likewise with Bearer access tokens (bench/fixtures.ts bearerFixture); only on a stack started with `bearer`. */
+  freshBearerRequests?(count: number): string;
   users: number;
   close(): Promise<void>;
 }
@@ -54,7 +56,7 @@ export interface LoginStack {
  */
 export async function startLoginStack(
   storeUrl: string,
-  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string },
+  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean },
 ): Promise<LoginStack> {
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-login-'));
   const services: Service[] = [];
@@ -64,6 +66,7 @@ export async function startLoginStack(
   };
   try {
     const fixture = await loginFixture(dir, o.users, { alg: o.alg, emailPrefix: o.emailPrefix });
+    const bearer = o.bearer ? await bearerFixture(dir, o.users) : undefined;
     // One after the other: two processes turning a new SQLite file to WAL at once can meet
     // "database is locked" (seen once in lib/sqlite.ts openSqlite; SQLite skips the busy handler there).
     const directory = await startDirectory(storeUrl, {}, o.buildDir);
@@ -72,7 +75,7 @@ export async function startLoginStack(
     services.push(nodeAssign);
     await addNodes(nodeAssign.port, [{ url: NODE_URL, capacity: 10_000_000 }]);
     const login = await startLoginService(
-      { ...fixture.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}` },
+      { ...fixture.env, ...bearer?.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}` },
       { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir },
     );
     services.push(login);
@@ -80,7 +83,20 @@ export async function startLoginStack(
     // First logins: create every user and assign its node.
     const created = await runLoad({ mode: 'probe', url, requestsFile: fixture.freshRequests(o.users), count: o.users, concurrency: 8 });
     if (created.statuses['200'] !== o.users) throw new Error(`creating users: ${JSON.stringify(created.statuses)}, ${created.errors} errors`);
-    return { directory, nodeAssign, login, url, freshRequests: (count) => fixture.freshRequests(count), users: o.users, close };
+    if (bearer) {
+      const first = await runLoad({ mode: 'probe', url, requestsFile: bearer.freshRequests(o.users), count: o.users, concurrency: 8 });
+      if (first.statuses['200'] !== o.users) throw new Error(`creating Bearer users: ${JSON.stringify(first.statuses)}, ${first.errors} errors`);
+    }
+    return {
+      directory,
+      nodeAssign,
+      login,
+      url,
+      freshRequests: (count) => fixture.freshRequests(count),
+      ...(bearer ? { freshBearerRequests: (count: number) => bearer.freshRequests(count) } : {}),
+      users: o.users,
+      close,
+    };
   } catch (err) {
     await close();
     throw err;

@@ -1,6 +1,10 @@
 // Profiles the login service under load with node's built-in --cpu-prof and
 // prints where its CPU time goes: by function (self time) and by package or
 // file. The .cpuprofile is kept for Chrome DevTools / speedscope.
+//
+//   npx tsx bench/profile.ts [seconds] [assertion|bearer]
+// bearer: fresh RS256 access tokens (bench/fixtures.ts bearerFixture) instead of assertions. Only the
+// main thread is sampled: signature checks in libuv's thread pool do not appear.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -67,14 +71,21 @@ export function hotspots(profile: CpuProfile, top = 15): { functions: Hotspot[];
   return { functions: ranked(byFunction), areas: ranked(byArea), idlePercent: Math.round((1000 * idle) / total) / 10 };
 }
 
-export async function profileLogin(o: { storeUrl: string; seconds: number; users: number; outDir: string }): Promise<BenchResult & { functions: Hotspot[]; areas: Hotspot[] }> {
+export async function profileLogin(o: {
+  storeUrl: string;
+  seconds: number;
+  users: number;
+  outDir: string;
+  bearer?: boolean;
+}): Promise<BenchResult & { functions: Hotspot[]; areas: Hotspot[] }> {
   mkdirSync(o.outDir, { recursive: true });
   const before = new Set(readdirSync(o.outDir));
-  const stack = await startLoginStack(o.storeUrl, { users: o.users, loginNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] });
+  const stack = await startLoginStack(o.storeUrl, { users: o.users, loginNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`], bearer: o.bearer });
   let load;
   try {
-    // Fresh assertions for up to ~6000 logins/s over the window.
-    load = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(6000 * o.seconds), connections: CONNECTIONS, durationSeconds: o.seconds });
+    // Fresh credentials for up to ~6000 logins/s over the window (Bearer's cost ~1 ms each to sign: 3000/s).
+    const requestsFile = o.bearer ? stack.freshBearerRequests!(3000 * o.seconds) : stack.freshRequests(6000 * o.seconds);
+    load = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: o.seconds });
   } finally {
     // The profile is written when the login process exits cleanly (SIGTERM → close → exit).
     await stack.close();
@@ -100,7 +111,15 @@ const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) ==
 if (isMain) {
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-profile-'));
   try {
-    const r = await profileLogin({ storeUrl: `sqlite:${dir}/store.db`, seconds: Number(process.argv[2] ?? 8), users: 1000, outDir: path.join(ROOT, 'dist/bench-results/profiles') });
+    const scheme = process.argv[3] ?? 'assertion';
+    if (scheme !== 'assertion' && scheme !== 'bearer') throw new Error(`the scheme must be assertion or bearer, got ${scheme}`);
+    const r = await profileLogin({
+      storeUrl: `sqlite:${dir}/store.db`,
+      seconds: Number(process.argv[2] ?? 8),
+      users: 1000,
+      outDir: path.join(ROOT, 'dist/bench-results/profiles'),
+      bearer: scheme === 'bearer',
+    });
     console.table(r.rows);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -4,7 +4,7 @@
 // event tokens signed with jose by keys made here.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, createPublicKey, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import type { RunningLogin } from '../services/login/server.js';
 import { MASTER_SECRETS, System } from './login.suite.js';
 import { TEST_AUTH } from './support/services.js';
-import { accessToken, bearerHeaders, keyIdHeader, OLDSYNC_SCOPE, signingKey, signJwt, writeJwks, type BearerOptions, type SigningKey } from './support/oauth.js';
+import { accessToken, bearerHeaders, compactJws, keyIdHeader, OLDSYNC_SCOPE, signerOf, signingKey, signJwt, writeJwks, type BearerOptions, type SigningKey } from './support/oauth.js';
 
 const ISSUER = 'https://accounts.test.example';
 const WEBHOOK_AUDIENCE = 'https://token.test.example/webhook';
@@ -189,6 +189,106 @@ describe('keys_changed_at through HTTP (DESIGN §9.2, the issue #12 sequence)', 
     assert.equal((await bearer(sub, { kca: 1000, generation: 1000 })).status, 200);
     const res = await sys.get('/1.0/sync/1.5', { Authorization: await sys.auth(`${sub}@api.accounts.firefox.com`, { generation: 1000 }), 'X-Client-State': 'aaaa' }, { login });
     assert401(res, 'invalid-keysChangedAt', 'BrowserID');
+  });
+});
+
+describe('Bearer and the webhook: algorithm confusion and foreign keys', () => {
+  const now = () => Math.floor(Date.now() / 1000);
+  const accessClaims = () => ({ sub: newSub(), iss: ISSUER, scope: `profile ${OLDSYNC_SCOPE}`, iat: now(), exp: now() + 60 });
+  const eventClaims = () => ({ sub: newSub(), iss: ISSUER, aud: WEBHOOK_AUDIENCE, iat: now(), jti: randomBytes(8).toString('hex'), events: { [DELETE_USER]: {} } });
+  const present = (token: string) => sys.get('/1.0/sync/1.5', { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(1000, 'aaaa') }, { login });
+  const deliver = (token: string) =>
+    httpRequest(`${login.url}/1.0/webhooks/fxa/events`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: '{}' });
+  const hmacOf = (secret: string | Buffer) => (input: Buffer) => createHmac('sha256', secret).update(input).digest();
+
+  test('the control: tokens made by these helpers pass', async () => {
+    const res = await present(compactJws({ alg: 'RS256', typ: 'at+jwt', kid: 'rs-1' }, accessClaims(), signerOf(keys.rs)));
+    assert.equal(res.status, 200, res.text);
+    assert.equal((await deliver(compactJws({ alg: 'RS256', kid: 'hook-1' }, eventClaims(), signerOf(keys.hook)))).status, 200);
+  });
+
+  test('alg none, HS256 keyed with the public key, an alg of another key type: 401 invalid-credentials', async () => {
+    const rsPublic = createPublicKey({ key: keys.rs.publicJwk as never, format: 'jwk' });
+    const secrets = [
+      rsPublic.export({ type: 'spki', format: 'pem' }) as string,
+      rsPublic.export({ type: 'pkcs1', format: 'pem' }) as string,
+      JSON.stringify(keys.rs.publicJwk),
+      Buffer.from(keys.rs.publicJwk.n!, 'base64url'),
+    ];
+    const cases: Array<[string, string]> = [
+      ['alg none, no signature', compactJws({ alg: 'none', typ: 'at+jwt', kid: 'rs-1' }, accessClaims(), () => Buffer.alloc(0))],
+      ['alg none with a signature', compactJws({ alg: 'none', typ: 'at+jwt', kid: 'rs-1' }, accessClaims(), signerOf(keys.rs))],
+      ['alg None', compactJws({ alg: 'None', typ: 'at+jwt' }, accessClaims(), () => Buffer.from('x'))],
+      ...secrets.map((secret, i): [string, string] => [`HS256 keyed with public key form ${i}`, compactJws({ alg: 'HS256', typ: 'at+jwt', kid: 'rs-1' }, accessClaims(), hmacOf(secret))]),
+      ['RS256 header, signed by the ES256 key under its kid', compactJws({ alg: 'RS256', typ: 'at+jwt', kid: 'es-1' }, accessClaims(), signerOf(keys.es))],
+      ['ES256 header on an RS256 signature', compactJws({ alg: 'ES256', typ: 'at+jwt', kid: 'rs-1' }, accessClaims(), signerOf(keys.rs))],
+      ['PS256 header', compactJws({ alg: 'PS256', typ: 'at+jwt', kid: 'rs-1' }, accessClaims(), signerOf(keys.rs))],
+    ];
+    for (const [what, token] of cases) assert401(await present(token), 'invalid-credentials', what);
+    for (const [what, token] of [
+      ['webhook: alg none', compactJws({ alg: 'none', kid: 'hook-1' }, eventClaims(), () => Buffer.alloc(0))],
+      ['webhook: HS256 keyed with the public key', compactJws({ alg: 'HS256', kid: 'hook-1' }, eventClaims(), hmacOf(JSON.stringify(keys.hook.publicJwk)))],
+      ['webhook: ES256 (not a webhook algorithm)', compactJws({ alg: 'ES256' }, eventClaims(), signerOf(keys.es))],
+    ]) {
+      const res = await deliver(token);
+      assert.equal(res.status, 401, `${what}: ${res.text}`);
+      assert.equal(res.json?.status, 'invalid-credentials', what);
+    }
+  });
+
+  test('a key named in the token (jwk, jku, x5u, x5c) is never used, nor fetched: 401', async () => {
+    const attacker = await signingKey('RS256', 'rs-1');
+    let fetched = 0;
+    const server = http.createServer((_req, res) => {
+      fetched++;
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ keys: [attacker.publicJwk] }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/jwks.json`;
+    try {
+      const headers: Array<Record<string, unknown>> = [
+        { jwk: attacker.publicJwk },
+        { jwk: attacker.publicJwk, kid: undefined },
+        { jku: url },
+        { jku: url, kid: 'attacker' },
+        { x5u: url },
+        { x5c: ['MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA'] },
+      ];
+      for (const extra of headers) {
+        const header = Object.fromEntries(Object.entries({ alg: 'RS256', typ: 'at+jwt', kid: 'rs-1', ...extra }).filter(([, v]) => v !== undefined));
+        assert401(await present(compactJws(header, accessClaims(), signerOf(attacker))), 'invalid-credentials', JSON.stringify(Object.keys(extra)));
+        const res = await deliver(compactJws({ ...header, typ: undefined, kid: 'hook-1' }, eventClaims(), signerOf(attacker)));
+        assert.equal(res.status, 401, `webhook ${JSON.stringify(Object.keys(extra))}: ${res.text}`);
+      }
+      assert.equal(fetched, 0, 'no key URL was fetched');
+    } finally {
+      server.close();
+    }
+  });
+
+  test('a key of the other set never verifies: an access token signed by the webhook key, an event token by the OAuth key', async () => {
+    for (const kid of ['hook-1', 'rs-1', undefined]) {
+      const header = Object.fromEntries(Object.entries({ alg: 'RS256', typ: 'at+jwt', kid }).filter(([, v]) => v !== undefined));
+      assert401(await present(compactJws(header, accessClaims(), signerOf(keys.hook))), 'invalid-credentials', `webhook key, kid ${kid}`);
+    }
+    for (const kid of ['rs-1', 'hook-1', undefined]) {
+      const header = Object.fromEntries(Object.entries({ alg: 'RS256', kid }).filter(([, v]) => v !== undefined));
+      const res = await deliver(compactJws(header, eventClaims(), signerOf(keys.rs)));
+      assert.equal(res.status, 401, `OAuth key at the webhook, kid ${kid}: ${res.text}`);
+      assert.equal(res.json?.status, 'invalid-credentials');
+    }
+  });
+
+  test('crit, b64: false and a kid that is no string are refused even when the signature is good', async () => {
+    const signed = (extra: Record<string, unknown>) => compactJws({ alg: 'RS256', typ: 'at+jwt', kid: 'rs-1', ...extra }, accessClaims(), signerOf(keys.rs));
+    const cases: Array<[string, string]> = [
+      ['crit names an extension we do not know', signed({ crit: ['exp'], exp: 1 })],
+      ['b64 false (unencoded payload) under crit', signed({ crit: ['b64'], b64: false })],
+      ['kid a number', signed({ kid: 7 })],
+      ['kid null', signed({ kid: null })],
+    ];
+    for (const [what, token] of cases) assert401(await present(token), 'invalid-credentials', what);
   });
 });
 

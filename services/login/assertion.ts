@@ -5,13 +5,13 @@
 // No network call is ever made. The checks are pure functions below; the
 // verifier at the end only adds the signature checks (node:crypto's one-shot
 // verify on KeyObjects imported once) and a cache.
-import { isUtf8 } from 'node:buffer';
 import { createHash, createPublicKey, verify as verifySignature, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers, type TrustedKeyLike } from '../../lib/config.js';
 import { DSA_SIZES, DsaPublicKey, dsaKeyObject, dsaSignature, parseDsaPublicKey } from '../../lib/dsa.js';
 import { issuerMayCertify, normalizeEmail } from '../../lib/email.js';
 import { splitAuthorization } from './authorization.js';
+import { base64UrlDecode, jsonSegment, parseCompactJws, type CompactJws } from './jws.js';
 
 export const SCHEMES = ['Assertion', 'BrowserID'] as const;
 export const ALGORITHMS = ['RS256', 'ES256', 'EdDSA', 'Ed25519', 'DS128', 'DS256'] as const;
@@ -60,7 +60,7 @@ export function splitBundle(credentials: string): { certificate: string; asserti
 function oldStyleBundle(credentials: string): { certificate: string; assertion: string } | null {
   let o: Record<string, unknown>;
   try {
-    o = jsonObject(credentials, 'bundle');
+    o = jsonSegment(credentials, 'bundle');
   } catch {
     return null;
   }
@@ -71,75 +71,13 @@ function oldStyleBundle(credentials: string): { certificate: string; assertion: 
   return usable(certificate) && usable(assertion) ? { certificate, assertion } : null;
 }
 
-/** Strict base64url without padding; null when it is not. */
-export function base64UrlDecode(s: string): Buffer | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(s) || s.length % 4 === 1) return null;
-  const buf = Buffer.from(s, 'base64url');
-  // Non-canonical trailing bits would give one signature several spellings.
-  return buf.toString('base64url') === s ? buf : null;
-}
+export { base64UrlDecode, critProblem } from './jws.js';
 
-function jsonObject(segment: string, what: string, strictUtf8 = false): Record<string, unknown> {
-  const bytes = base64UrlDecode(segment);
-  if (!bytes) throw new InvalidCredentials(`${what} is not base64url`);
-  if (strictUtf8 && !isUtf8(bytes)) throw new InvalidCredentials(`${what} is not UTF-8`);
-  let value: unknown;
-  try {
-    value = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw new InvalidCredentials(`${what} is not JSON`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidCredentials(`${what} is not a JSON object`);
-  return value as Record<string, unknown>;
-}
-
-export interface DecodedJws {
-  alg: Algorithm;
-  header: Record<string, unknown>;
-  payload: Record<string, unknown>;
-  /** What the signature covers: `<header>.<payload>` as sent. */
-  signingInput: string;
-  signature: Buffer;
-}
-
-/** JWS extensions we understand (RFC 7515 §4.1.11): only `b64` (RFC 7797), as jose does. */
-const RECOGNIZED_CRIT = ['b64'];
-
-/**
- * Why a protected header's `crit`/`b64` make the JWS unacceptable (RFC 7515
- * §4.1.11, RFC 7797 §3), or null. The same rules jose applied when it checked
- * our signatures; with `b64: false` the signing input is the same bytes.
- */
-export function critProblem(header: Record<string, unknown>): string | null {
-  // An unencoded payload (RFC 7797) is signed as raw bytes while we read the
-  // segment as base64url: refused whether or not "crit" names it.
-  if (header.b64 === false) return '"b64": false (unencoded payload) is not supported';
-  const crit = header.crit;
-  if (crit === undefined) return null;
-  if (!Array.isArray(crit) || crit.length === 0 || crit.some((c) => typeof c !== 'string' || c === '')) return '"crit" must be an array of names';
-  for (const name of crit as string[]) {
-    if (!RECOGNIZED_CRIT.includes(name)) return `extension "${name}" is not supported`;
-    if (header[name] === undefined) return `extension "${name}" is missing`;
-  }
-  if (crit.includes('b64') && typeof header.b64 !== 'boolean') return '"b64" must be a boolean';
-  return null;
-}
+export type DecodedJws = CompactJws<Algorithm>;
 
 /** Decodes (without verifying) a compact JWS whose algorithm we accept. */
 export function decodeJws(compact: string, what: string): DecodedJws {
-  const segments = compact.split('.');
-  if (segments.length !== 3 || segments[2] === '') throw new InvalidCredentials(`${what} is not a compact JWS`);
-  const header = jsonObject(segments[0], `${what} header`, true);
-  const payload = jsonObject(segments[1], `${what} payload`);
-  const signature = base64UrlDecode(segments[2]);
-  if (!signature) throw new InvalidCredentials(`${what} signature is not base64url`);
-  const alg = header.alg;
-  if (typeof alg !== 'string' || !(ALGORITHMS as readonly string[]).includes(alg)) {
-    throw new InvalidCredentials(`${what} algorithm must be one of ${ALGORITHMS.join(', ')}`);
-  }
-  const crit = critProblem(header);
-  if (crit) throw new InvalidCredentials(`${what} header: ${crit}`);
-  return { alg: alg as Algorithm, header, payload, signingInput: `${segments[0]}.${segments[1]}`, signature };
+  return parseCompactJws(compact, what, ALGORITHMS);
 }
 
 /** The algorithms a public key can verify; empty when we support none. */

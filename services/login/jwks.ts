@@ -1,11 +1,16 @@
-// JWTs checked locally against a JWKS file with jose (DESIGN §9.1 access
-// tokens, §9.4 security event tokens). Never a network call. Every key is
-// checked once at start with the assertion verifier's own rules (RSA ≥ 2048
-// bits, a sane exponent, P-256), so a bad file stops the service.
-import { createLocalJWKSet, errors, jwtVerify, type JWK, type JWTPayload, type JWTVerifyOptions } from 'jose';
+// JWTs checked locally against a JWKS file (DESIGN §9.1 access tokens, §9.4
+// security event tokens). Never a network call, and never a key named by the
+// token (jwk, jku, x5u, x5c are ignored). Every key is imported once at start
+// into a KeyObject with the assertion verifier's own rules (RSA ≥ 2048 bits, a
+// sane exponent, P-256), so a bad file stops the service. A token is decoded
+// by jws.ts, its keys picked by `kid` and by the algorithm of the key, its
+// signature checked with node:crypto, and its claims by the pure checks below,
+// which are the checks of jose's jwtVerify.
+import type { KeyObject } from 'node:crypto';
 import type { JsonWebKeyLike } from '../../lib/config.js';
 import { ConfigError, InvalidCredentials, InvalidTimestamp } from '../../lib/errors.js';
-import { importVerifyKey } from './assertion.js';
+import { importVerifyKey, signedBy } from './assertion.js';
+import { parseCompactJws } from './jws.js';
 
 export type JwtAlgorithm = 'RS256' | 'ES256';
 
@@ -15,48 +20,144 @@ const ALGORITHM_OF: Record<string, JwtAlgorithm> = { RSA: 'RS256', EC: 'ES256' }
 /** Private members, dropped so a pasted key pair still imports as a public key. */
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 
-export type JwtVerify = (token: string, options: Omit<JWTVerifyOptions, 'algorithms'>) => Promise<JWTPayload>;
+/** ES256 signatures are r || s, 32 bytes each (RFC 7518 §3.4). */
+const ES256_SIGNATURE_BYTES = 64;
+
+export interface JwksKey {
+  key: KeyObject;
+  alg: JwtAlgorithm;
+  /** As the JWK has it (any JSON value, or undefined). */
+  kid: unknown;
+  /** The only signature length this key can have made: the RSA modulus's (no short form), or 64. */
+  signatureBytes: number;
+  /** False for a key no token can select (selectableJwk). */
+  selectable: boolean;
+}
 
 /**
- * A verifier for JWTs signed by one of `jwks` with one of `algorithms`: the
- * payload, or InvalidTimestamp (expired) / InvalidCredentials (anything else).
- * A key is matched by `kid` when the token names one; otherwise each key that
- * suits the algorithm is tried.
+ * Whether a token may select `jwk` at all, by the members that limit its use
+ * (RFC 7517 §4): `use` absent or "sig", `key_ops` without repeats, `alg`
+ * absent or the key's own, `ext` absent or a boolean. jose's rules; such a
+ * key stays in the file but verifies nothing.
  */
-export function localJwtVerifier(jwks: JsonWebKeyLike[], variable: string, algorithms: readonly JwtAlgorithm[]): JwtVerify {
-  const keys = jwks.map((jwk, i) => {
+export function selectableJwk(jwk: Record<string, unknown>, alg: JwtAlgorithm): boolean {
+  const { use, key_ops: ops, alg: jwkAlg, ext } = jwk;
+  return (
+    (use === undefined || use === 'sig') &&
+    (ops === undefined || (Array.isArray(ops) && new Set(ops).size === ops.length)) &&
+    (jwkAlg === undefined || jwkAlg === alg) &&
+    (ext === undefined || typeof ext === 'boolean')
+  );
+}
+
+/**
+ * The keys a token with `alg` and `kid` may be signed by: a key of that
+ * algorithm, named by the token's `kid` when it has one. A `kid` that is not
+ * a string names no key.
+ */
+export function candidateKeys(keys: readonly JwksKey[], alg: string, kid: unknown): JwksKey[] {
+  return keys.filter((k) => k.selectable && k.alg === alg && (kid === undefined || (typeof kid === 'string' && kid === k.kid)));
+}
+
+/** Imports every key of a JWKS file once; a key of another type or an unusable one is a ConfigError of `variable`. */
+export function importJwks(jwks: readonly JsonWebKeyLike[], variable: string, algorithms: readonly JwtAlgorithm[]): JwksKey[] {
+  return jwks.map((jwk, i) => {
     const alg = ALGORITHM_OF[jwk.kty];
     if (!alg || !algorithms.includes(alg)) throw new ConfigError(variable, `key ${i}: kty ${jwk.kty} is not one of ${algorithms.join(', ')}`);
-    const pub = Object.fromEntries(Object.entries(jwk).filter(([k]) => !PRIVATE_MEMBERS.includes(k)));
+    const pub = Object.fromEntries(Object.entries(jwk).filter(([k]) => !PRIVATE_MEMBERS.includes(k))) as JsonWebKeyLike;
+    let key: KeyObject;
     try {
-      importVerifyKey(pub as JsonWebKeyLike, alg);
+      key = importVerifyKey(pub, alg);
     } catch (e) {
       throw new ConfigError(variable, `key ${i}: unusable: ${(e as Error).message}`);
     }
-    return pub as JWK;
+    const signatureBytes = alg === 'RS256' ? Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8) : ES256_SIGNATURE_BYTES;
+    return { key, alg, kid: pub.kid, signatureBytes, selectable: selectableJwk(pub, alg) };
   });
-  const keySet = createLocalJWKSet({ keys });
-  return async (token, options) => {
-    const opts = { ...options, algorithms: [...algorithms] };
-    try {
-      try {
-        return (await jwtVerify(token, keySet, opts)).payload;
-      } catch (e) {
-        if (!(e instanceof errors.JWKSMultipleMatchingKeys)) throw e;
-        // No kid and several candidate keys: the first that verifies wins.
-        for await (const key of e as unknown as AsyncIterable<CryptoKey>) {
-          try {
-            return (await jwtVerify(token, key, opts)).payload;
-          } catch (inner) {
-            if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
-          }
-        }
-        throw new errors.JWSSignatureVerificationFailed();
+}
+
+/** What a verifier requires of a token beyond its signature. */
+export interface JwtRules {
+  /** The header's `typ`, as a media type (sameMediaType); unchecked when absent. */
+  typ?: string;
+  /** The `iss` required, when set. */
+  issuer?: string;
+  /** An `aud` (a string, or one of an array) required, when set. */
+  audience?: string;
+  /** Claims that must be present. */
+  requiredClaims?: readonly string[];
+  /** Clock skew allowed on `nbf` and `exp`, seconds. */
+  skewSeconds: number;
+}
+
+/**
+ * `typ` names `expected` (RFC 7515 §4.1.9): media types compare
+ * case-insensitively and "application/" may be left out.
+ */
+export function sameMediaType(typ: unknown, expected: string): boolean {
+  const normalized = (t: string) => (t.includes('/') ? t.toLowerCase() : `application/${t.toLowerCase()}`);
+  return typeof typ === 'string' && normalized(typ) === normalized(expected);
+}
+
+/** `aud` is `audience`, or an array holding it (RFC 7519 §4.1.3). */
+export function audienceMatches(aud: unknown, audience: string): boolean {
+  return typeof aud === 'string' ? aud === audience : Array.isArray(aud) && aud.includes(audience);
+}
+
+/** A NumericDate claim (RFC 7519 §2): a number when present, required or not. */
+function numericDate(claims: Record<string, unknown>, name: string, what: string): number | undefined {
+  const v = claims[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number') throw new InvalidCredentials(`${what} "${name}" must be a number`);
+  return v;
+}
+
+/**
+ * The claim checks of a verified JWT, in jose's order: `typ`, the required
+ * claims, `iss`, `aud`, the types of `iat`, `nbf` and `exp`, `nbf` not after
+ * now + skew, and last `exp` after now − skew (InvalidTimestamp; every other
+ * failure is InvalidCredentials). Times compare in whole seconds.
+ */
+export function checkJwtClaims(header: Record<string, unknown>, claims: Record<string, unknown>, rules: JwtRules, nowMs: number, what: string): void {
+  if (rules.typ !== undefined && !sameMediaType(header.typ, rules.typ)) throw new InvalidCredentials(`${what} "typ" must be ${rules.typ}`);
+  const required = [...(rules.requiredClaims ?? []), ...(rules.audience !== undefined ? ['aud'] : []), ...(rules.issuer !== undefined ? ['iss'] : [])];
+  for (const name of required) if (!Object.hasOwn(claims, name)) throw new InvalidCredentials(`${what} needs "${name}"`);
+  if (rules.issuer !== undefined && claims.iss !== rules.issuer) throw new InvalidCredentials(`${what} "iss" is not the trusted issuer`);
+  if (rules.audience !== undefined && !audienceMatches(claims.aud, rules.audience)) throw new InvalidCredentials(`${what} "aud" does not name this service`);
+  const now = Math.floor(nowMs / 1000);
+  numericDate(claims, 'iat', what);
+  const nbf = numericDate(claims, 'nbf', what);
+  if (nbf !== undefined && nbf > now + rules.skewSeconds) throw new InvalidCredentials(`${what} is not valid yet ("nbf")`);
+  const exp = numericDate(claims, 'exp', what);
+  if (exp !== undefined && exp <= now - rules.skewSeconds) throw new InvalidTimestamp(`${what} has expired`);
+}
+
+export interface VerifiedJwt {
+  header: Record<string, unknown>;
+  claims: Record<string, unknown>;
+}
+
+export type JwtVerify = (token: string, nowMs: number) => Promise<VerifiedJwt>;
+
+/**
+ * A verifier of JWTs signed by a key of `jwks` with one of `algorithms`,
+ * meeting `rules`: the header and claims, or InvalidTimestamp (expired) /
+ * InvalidCredentials (anything else). `what` names the token in errors.
+ */
+export function localJwtVerifier(jwks: readonly JsonWebKeyLike[], variable: string, algorithms: readonly JwtAlgorithm[], rules: JwtRules, what: string): JwtVerify {
+  const keys = importJwks(jwks, variable, algorithms);
+  return async (token, nowMs) => {
+    const jws = parseCompactJws(token, what, algorithms, true);
+    let signed = false;
+    for (const k of candidateKeys(keys, jws.alg, jws.header.kid)) {
+      // The key's algorithm, never the token's: candidateKeys only offers keys of jws.alg.
+      if (jws.signature.length === k.signatureBytes && (await signedBy(jws, k.key))) {
+        signed = true;
+        break;
       }
-    } catch (e) {
-      if (e instanceof errors.JWTExpired) throw new InvalidTimestamp('token has expired');
-      if (e instanceof errors.JOSEError) throw new InvalidCredentials(`token refused: ${e.code}`);
-      throw new InvalidCredentials('token refused');
     }
+    if (!signed) throw new InvalidCredentials(`${what} is not signed by a key of ${variable}`);
+    checkJwtClaims(jws.header, jws.payload, rules, nowMs, what);
+    return { header: jws.header, claims: jws.payload };
   };
 }

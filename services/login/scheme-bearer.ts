@@ -1,10 +1,11 @@
 // The Bearer scheme (DESIGN §9.1): an OAuth access token (JWT, typ at+jwt)
 // signed by a key of OAUTH_JWKS, plus `X-KeyID: <keys_changed_at>-<client
-// state>`. On when OAUTH_JWKS is set. The checks of claims and X-KeyID are
-// pure functions; the signature and times are jose's (jwks.ts).
+// state>`. On when OAUTH_JWKS is set. The signature and the JWT claims are
+// checked by jwks.ts; scope, sub, lifetime and X-KeyID by the pure functions here.
 import { InvalidClientState, InvalidCredentials, InvalidKeyId, MOZILLA_ERRORS } from '../../lib/errors.js';
-import { base64UrlDecode, checkTimes, parseGeneration } from './assertion.js';
+import { checkTimes, parseGeneration } from './assertion.js';
 import { localJwtVerifier } from './jwks.js';
+import { base64UrlDecode } from './jws.js';
 import type { SchemeFactory } from './scheme.js';
 
 export const KEY_ID_HEADER = 'X-KeyID';
@@ -61,21 +62,21 @@ export function accessTokenClaims(payload: Record<string, unknown>, scope: strin
 export const bearerScheme: SchemeFactory = async (config) => {
   const bearer = config.bearer;
   if (!bearer) return null;
-  const verifyJwt = localJwtVerifier(bearer.jwks, 'OAUTH_JWKS', ['RS256', 'ES256']);
+  const verifyJwt = localJwtVerifier(
+    bearer.jwks,
+    'OAUTH_JWKS',
+    ['RS256', 'ES256'],
+    { typ: 'at+jwt', issuer: bearer.issuer, requiredClaims: ['exp'], skewSeconds: config.assertionSkew },
+    'access token',
+  );
   return {
     names: ['Bearer'],
     async verify(credentials, request) {
-      const payload = await verifyJwt(credentials, {
-        typ: 'at+jwt',
-        issuer: bearer.issuer,
-        requiredClaims: ['exp'],
-        clockTolerance: config.assertionSkew,
-        currentDate: request.nowMs === undefined ? undefined : new Date(request.nowMs),
-      });
-      // jose checked the types and that exp has not passed; these bound the token's life from the other side.
       const nowMs = request.nowMs ?? Date.now();
+      const { claims: payload } = await verifyJwt(credentials, nowMs);
+      // The verifier checked the types and that exp has not passed; these bound the token's life from the other side.
       checkTimes(
-        { expMs: (payload.exp as number) * 1000, iatMs: payload.iat === undefined ? undefined : payload.iat * 1000 },
+        { expMs: (payload.exp as number) * 1000, iatMs: payload.iat === undefined ? undefined : (payload.iat as number) * 1000 },
         nowMs,
         config.assertionSkew * 1000,
         bearer.maxLifetime * 1000,

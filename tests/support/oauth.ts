@@ -1,5 +1,6 @@
 // OAuth access tokens and security event tokens for tests (DESIGN §9.1, §9.4),
 // signed with jose by keys made here, and the JWKS files login reads.
+import { KeyObject, sign } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
@@ -63,4 +64,20 @@ export async function bearerHeaders(key: SigningKey, issuer: string, sub: string
   const token = await accessToken(o.key ?? key, sub, claims, o.header);
   const headers = { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(o.kca ?? 1000, o.state ?? 'aaaa'), ...o.headers };
   return Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== undefined));
+}
+
+/**
+ * A compact JWS with exactly `header` and `claims`, signed by `sign` over its
+ * signing input: for tokens jose will not make (alg none, HS256 keyed with a
+ * public key, a key of another kind than `alg` names).
+ */
+export function compactJws(header: Record<string, unknown>, claims: Record<string, unknown>, sign: (input: Buffer) => Buffer): string {
+  const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+  return `${input}.${sign(Buffer.from(input)).toString('base64url')}`;
+}
+
+/** Signs as `key` does (RS256, or ES256 as r || s), with node:crypto. */
+export function signerOf(key: SigningKey): (input: Buffer) => Buffer {
+  const privateKey = KeyObject.from(key.privateKey);
+  return (input) => sign('sha256', input, key.alg === 'ES256' ? { key: privateKey, dsaEncoding: 'ieee-p1363' } : privateKey);
 }

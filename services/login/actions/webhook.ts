@@ -3,7 +3,6 @@
 // token's claims name the account (`sub`) and its events. Each event is
 // idempotent, so a redelivery changes nothing more.
 import { createHash } from 'node:crypto';
-import { decodeProtectedHeader } from 'jose';
 import type { Middleware } from 'koa';
 import type { WebhookConfig } from '../../../lib/config.js';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, MOZILLA_ERRORS, PayloadTooLarge } from '../../../lib/errors.js';
@@ -107,8 +106,14 @@ async function checkBody(req: NodeJS.ReadableStream): Promise<void> {
 }
 
 export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middleware[] {
-  const verifyJwt = localJwtVerifier(webhook.jwks, 'WEBHOOK_JWKS', ['RS256']);
   const { config, backends, log } = deps;
+  const verifyJwt = localJwtVerifier(
+    webhook.jwks,
+    'WEBHOOK_JWKS',
+    ['RS256'],
+    { audience: webhook.audience, issuer: webhook.issuer, skewSeconds: config.assertionSkew },
+    'event token',
+  );
 
   const handleEvents: Middleware = async function handleEvents(ctx) {
     const { name, credentials } = splitAuthorization(authorizationOf(ctx.req));
@@ -116,8 +121,9 @@ export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middle
     if (credentials === '') throw new InvalidCredentials('expected Authorization: Bearer <security event token>');
     // Checked even though the event is in the token, so a truncated delivery is a 400, not a silent 200.
     await checkBody(ctx.req);
-    const claims = await verifyJwt(credentials, { audience: webhook.audience, issuer: webhook.issuer, clockTolerance: config.assertionSkew });
-    const { key, untilMs } = eventTokenWindow(claims, decodeProtectedHeader(credentials), Date.now(), config.assertionSkew, webhook.maxAge);
+    const nowMs = Date.now();
+    const { header, claims } = await verifyJwt(credentials, nowMs);
+    const { key, untilMs } = eventTokenWindow(claims, header, nowMs, config.assertionSkew, webhook.maxAge);
     const { sub, events } = accountEvents(claims);
     const email = `${sub}@${config.oauthEmailDomain}`;
     const requestId = ctx.state.requestId as string;
