@@ -1,9 +1,9 @@
 // Starts an HTTP server listening, as a promise: resolves with the bound port
 // (so port 0 works), rejects on EADDRINUSE and the like.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 
-export function listen(server: Server, port: number, host: string): Promise<number> {
+export function listen(server: NetServer, port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
