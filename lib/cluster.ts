@@ -284,6 +284,7 @@ export function runWorker(name: string, start: (waitForTurn: () => Promise<void>
   const stop = (): void => {
     if (stopping) return;
     stopping = true;
+    log.info({ graceMs: DRAIN_MS }, `${name} worker stopping`);
     (running?.close(DRAIN_MS) ?? Promise.resolve()).then(
       () => process.exit(0),
       (err: unknown) => {
