@@ -70,8 +70,6 @@ export interface RunningWorkerSet {
   /** What the first worker to listen said about itself (runWorker's `info`). */
   info: unknown;
   metricsPort?: number;
-  /** The ids of the workers answering now. */
-  listening(): number[];
   close(): Promise<void>;
 }
 
@@ -241,7 +239,6 @@ export function startWorkerSet(o: WorkerSetOptions): Promise<RunningWorkerSet> {
           port,
           info,
           metricsPort: exposed?.port,
-          listening: () => slots.flatMap((s) => (s.worker && s.state === 'listening' ? [s.worker.id] : [])),
           close: async () => {
             await stopWorkers();
             await exposed?.close();
@@ -273,8 +270,8 @@ export interface WorkerService {
  * In a cluster worker: starts the service with `waitForTurn` (which tells the
  * primary this worker is ready, and resolves when the primary says to listen),
  * answers the primary's metrics requests, and stops on SIGTERM (the primary
- * stopping, or an operator's) after draining. SIGINT (a Ctrl-C reaches the whole process
- * group) is the primary's to act on; SIGHUP never ends a worker.
+ * stopping, or an operator's) after draining. SIGINT (a Ctrl-C reaches the
+ * whole process group) is the primary's to act on; SIGHUP never ends a worker.
  */
 export function runWorker(name: string, start: (waitForTurn: () => Promise<void>) => Promise<WorkerService>): void {
   const log = logger(name);

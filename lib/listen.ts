@@ -27,9 +27,10 @@ export function localUrl(host: string, port: number): string {
 export type CloseServer = (graceMs?: number) => Promise<void>;
 
 /**
- * How `server` is closed. Node's own close() waits for idle keep-alive
- * connections to time out, and closeAllConnections() cuts requests mid-answer:
- * this counts the requests being answered, to cut only once they are done.
+ * How `server` is closed. Node's close() ends the idle connections, but one
+ * busy at that moment stays open after its answer until its keep-alive
+ * timeout, and closeAllConnections() cuts requests mid-answer: this counts the
+ * requests being answered, to cut only once they are done.
  */
 export function serverCloser(server: Server): CloseServer {
   const answering = new Set<ServerResponse>();
