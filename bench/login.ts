@@ -4,8 +4,9 @@
 // process on one store (SQLite, or MongoDB through the compatible server), the
 // load from another process, next to a bare Koa hello-world measured in the same run.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Env } from '../lib/config.js';
 import type { BenchResult, BenchRow } from './gateway.js';
 import { addNodes, bearerFixture, loginFixture, NODE_URL, type UserKeyAlg } from './fixtures.js';
 import type { LoadResult } from './load.js';
@@ -56,7 +57,7 @@ export interface LoginStack {
  */
 export async function startLoginStack(
   storeUrl: string,
-  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean },
+  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean; loginEnv?: Env },
 ): Promise<LoginStack> {
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-login-'));
   const services: Service[] = [];
@@ -75,7 +76,7 @@ export async function startLoginStack(
     services.push(nodeAssign);
     await addNodes(nodeAssign.port, [{ url: NODE_URL, capacity: 10_000_000 }]);
     const login = await startLoginService(
-      { ...fixture.env, ...bearer?.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}` },
+      { ...fixture.env, ...bearer?.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}`, ...o.loginEnv },
       { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir },
     );
     services.push(login);
@@ -203,5 +204,89 @@ export async function benchLogin(o: {
     return { result: { name: `login-${label.replace(' ', '-')}`, rows }, max, rssMb };
   } finally {
     await stack.close();
+  }
+}
+
+/** One measured window of the LOGIN_WORKERS comparison. */
+interface WorkersWindow {
+  max: LoadResult;
+  loginCpu: number;
+  directoryCpu: number;
+  nodeAssignCpu: number;
+  rssMb: number;
+}
+
+/** Windows per LOGIN_WORKERS value, taken in turn with the other's: a neighbour's burst on a shared machine hits one window, not one value. */
+const WORKERS_ROUNDS = 3;
+
+/**
+ * Login as one process and as two cluster workers (LOGIN_WORKERS=1 and 2),
+ * each on a stack of its own (both up at once, idle but for their turn),
+ * under the same closed-loop load of fresh assertions for existing users, in
+ * alternating windows; the figures are those of each value's fastest window.
+ * CPU is counted for every process, the load generator's too: on a small
+ * machine it takes cores the workers would use, so the share of the machine
+ * used says whether login or the machine was the limit.
+ */
+export async function benchLoginWorkers(o: { storeDir: string; seconds: number; users: number; counts?: number[] }): Promise<BenchResult> {
+  const counts = o.counts ?? [1, 2];
+  const cores = cpus().length;
+  const stacks: LoginStack[] = [];
+  try {
+    for (const workers of counts) {
+      stacks.push(await startLoginStack(`sqlite:${path.join(o.storeDir, `workers-${workers}.db`)}`, { users: o.users, loginEnv: { LOGIN_WORKERS: String(workers) } }));
+    }
+    const load = (stack: LoginStack, pool: number, durationSeconds: number) =>
+      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds });
+    const rates: number[] = [];
+    for (const stack of stacks) {
+      // Twice: each worker warms up on its share, so the first rate understates what follows (and the pool sized from it).
+      await load(stack, WARM_UP_REQUESTS, WARM_UP_SECONDS);
+      rates.push((await load(stack, WARM_UP_REQUESTS, WARM_UP_SECONDS)).requestsPerSecond);
+    }
+    const windows: WorkersWindow[][] = stacks.map(() => []);
+    for (let round = 0; round < WORKERS_ROUNDS; round++) {
+      for (const [i, stack] of stacks.entries()) {
+        const services = [stack.login, stack.directory, stack.nodeAssign];
+        for (const s of services) s.resetPeak();
+        const cpuBefore = services.map((s) => s.cpuSeconds());
+        // Sized for the fastest rate either value has reached: a warm-up slowed by a neighbour must not leave the pool short.
+        const max = await load(stack, Math.ceil(Math.max(...rates) * RATE_MARGIN * o.seconds), o.seconds);
+        const [loginCpu, directoryCpu, nodeAssignCpu] = services.map((s, k) => s.cpuSeconds() - cpuBefore[k]);
+        rates[i] = Math.max(rates[i], max.requestsPerSecond);
+        windows[i].push({ max, loginCpu, directoryCpu, nodeAssignCpu, rssMb: stack.login.peakRssMb() });
+      }
+    }
+    const rows: BenchRow[] = [];
+    const best = windows.map((w) => w.reduce((a, b) => (b.max.requestsPerSecond > a.max.requestsPerSecond ? b : a)));
+    for (const [i, workers] of counts.entries()) {
+      const label = `LOGIN_WORKERS=${workers}`;
+      const { max, loginCpu, directoryCpu, nodeAssignCpu } = best[i];
+      const perLogin = (seconds: number) => Math.round((seconds * 1e6) / max.total);
+      // Over the load's own window: the servers idle while the load generator starts.
+      const machinePercent = ((loginCpu + directoryCpu + nodeAssignCpu + max.cpuSeconds) / (o.seconds * cores)) * 100;
+      const failed = windows[i].reduce((n, w) => n + failures(w.max), 0);
+      const reused = windows[i].reduce((n, w) => n + w.max.reused, 0);
+      rows.push(
+        { metric: `login ${label} max req/s (${CONNECTIONS} connections; fastest of ${WORKERS_ROUNDS} windows)`, value: Math.round(max.requestsPerSecond) },
+        { metric: `login ${label} p50 ms at max load`, value: max.latencyP50 },
+        { metric: `login ${label} p99 ms at max load`, value: max.latencyP99 },
+        { metric: `login ${label} CPU µs per request (all its processes)`, value: perLogin(loginCpu) },
+        { metric: `directory CPU µs per login (${label})`, value: perLogin(directoryCpu) },
+        { metric: `nodeassign CPU µs per login (${label})`, value: perLogin(nodeAssignCpu) },
+        { metric: `load generator CPU µs per login (${label})`, value: perLogin(max.cpuSeconds) },
+        { metric: `CPU used by login, directory, nodeassign and the load generator, % of ${cores} cores (${label})`, value: round(machinePercent, 1) },
+        { metric: `login peak RSS MB, all its processes (${label})`, value: round(Math.max(...windows[i].map((w) => w.rssMb)), 1) },
+        { metric: `login ${label} non-200 + errors`, value: failed, target: '0', pass: failed === 0 },
+        { metric: `login ${label} assertions presented more than once`, value: reused, target: '0', pass: reused === 0 },
+      );
+    }
+    if (best.length === 2) {
+      const [a, b] = best.map((w) => w.max.requestsPerSecond);
+      rows.push({ metric: `login max req/s, LOGIN_WORKERS=${counts[1]} vs ${counts[0]}`, value: Math.round(b), baseline: Math.round(a), ratio: round(b / a, 3) });
+    }
+    return { name: 'login-workers', rows };
+  } finally {
+    await Promise.all(stacks.map((s) => s.close()));
   }
 }

@@ -4,7 +4,7 @@
 // (bench/load.ts), never in a server's.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Env, GrpcAuth } from '../lib/config.js';
@@ -18,10 +18,13 @@ export interface Service {
   name: string;
   child: ChildProcess;
   port: number;
-  /** Peak resident memory since start or the last resetPeak(), MB. */
+  /**
+   * Peak resident memory since start or the last resetPeak(), MB: of each of its
+   * processes (login's cluster workers too), added up.
+   */
   peakRssMb(): number;
   resetPeak(): void;
-  /** CPU time (user + system) used so far, seconds; 0 where /proc is missing. */
+  /** CPU time (user + system) its processes used so far, workers that have exited included, seconds; 0 where /proc is missing. */
   cpuSeconds(): number;
   /** SIGTERM, then SIGKILL after a grace period; resolves once it has exited. */
   stop(): Promise<void>;
@@ -37,15 +40,35 @@ export function vmHwm(pid: number): number {
   }
 }
 
-/** utime + stime of a process, seconds (clock ticks of 1/100 s on Linux). */
-export function cpuSeconds(pid: number): number {
+/** utime + stime of a process, seconds (clock ticks of 1/100 s on Linux); with `reaped`, also cutime + cstime: its children that have exited. */
+export function cpuSeconds(pid: number, reaped = false): number {
   try {
     // Fields after the command name, which is in parentheses and may hold spaces.
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    const own = Number(fields[11]) + Number(fields[12]);
+    return (reaped ? own + Number(fields[13]) + Number(fields[14]) : own) / 100;
   } catch {
     return 0;
   }
+}
+
+/** `pid` and its descendants alive now (a cluster primary and its workers); just `pid` where /proc has no children lists. */
+export function processTree(pid: number): number[] {
+  const children = (p: number): number[] => {
+    try {
+      return readdirSync(`/proc/${p}/task`).flatMap((task) =>
+        readFileSync(`/proc/${p}/task/${task}/children`, 'utf8').split(' ').filter((c) => c !== '').map(Number),
+      );
+    } catch {
+      return [];
+    }
+  };
+  return [pid, ...children(pid).flatMap(processTree)];
+}
+
+/** CPU time of a process and its descendants, the live ones and those reaped already, seconds. */
+export function treeCpuSeconds(pid: number): number {
+  return processTree(pid).reduce((sum, p) => sum + cpuSeconds(p, true), 0);
 }
 
 function exited(child: ChildProcess): Promise<void> {
@@ -117,16 +140,18 @@ export async function startService(
     name,
     child,
     port,
-    peakRssMb: () => vmHwm(child.pid!) / (1024 * 1024),
+    peakRssMb: () => processTree(child.pid!).reduce((sum, p) => sum + vmHwm(p), 0) / (1024 * 1024),
     resetPeak: () => {
-      // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux).
-      try {
-        writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
-      } catch {
-        // Without it the peak includes start-up, which only overstates it.
+      for (const p of processTree(child.pid!)) {
+        // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux).
+        try {
+          writeFileSync(`/proc/${p}/clear_refs`, '5');
+        } catch {
+          // Without it the peak includes start-up, which only overstates it.
+        }
       }
     },
-    cpuSeconds: () => cpuSeconds(child.pid!),
+    cpuSeconds: () => treeCpuSeconds(child.pid!),
     stop: () => terminate(child),
   };
 }
@@ -143,9 +168,13 @@ export const startDirectory = (storeUrl: string, extra: Env = {}, buildDir?: str
 export const startNodeAssign = (storeUrl: string, extra: Env = {}, buildDir?: string): Promise<Service> =>
   startService('nodeassign', 'services/nodeassign/index.ts', { STORE_URL: storeUrl, NODEASSIGN_PORT: '0', ...extra }, /nodeassign listening/, { buildDir });
 
-/** `opts.nodeArgs` come after the production flags, so they can override them. */
+/**
+ * `opts.nodeArgs` come after the production flags, so they can override them.
+ * One process unless `env` sets LOGIN_WORKERS: the figures per process stay
+ * comparable from one machine to another (bench/workers.ts compares 1 and 2).
+ */
 export const startLoginService = (env: Env, opts: { nodeArgs?: string[]; buildDir?: string } = {}): Promise<Service> =>
-  startService('login', 'services/login/index.ts', { LOGIN_PORT: '0', ...env }, /login listening/, {
+  startService('login', 'services/login/index.ts', { LOGIN_PORT: '0', LOGIN_WORKERS: '1', ...env }, /login listening/, {
     ...opts,
     nodeArgs: [...PRODUCTION_NODE_ARGS.login, ...(opts.nodeArgs ?? [])],
   });

@@ -4,7 +4,7 @@
 //   npm run bench                        full run (~5 min on 2 cores) → bench/results/latest.json
 //   npm run bench -- --quick             shorter windows, 100k instead of 1M users (~1 min)
 //   npm run bench -- --only login,gateway
-//                                        sections: login, login-mongo, start, gateway, growth, parse, profile, long
+//                                        sections: login, login-workers, login-mongo, start, gateway, growth, parse, profile, long
 //   npm run bench -- --long              adds the long reliability runs: fuzzing with
 //                                        FUZZ_RUNS=100000, mutation testing (bench/mutation.ts)
 //                                        and 60 s of mixed load at ~80 % of max
@@ -18,14 +18,14 @@ import { parseArgs } from 'node:util';
 import { buildServices, ROOT } from './build.js';
 import { benchGateway, type BenchResult, type BenchRow } from './gateway.js';
 import { benchGrowth } from './growth.js';
-import { benchLogin, measureBareKoa, type BareKoa } from './login.js';
+import { benchLogin, benchLoginWorkers, measureBareKoa, type BareKoa } from './login.js';
 import { benchParse } from './parse.js';
 import { profileLogin } from './profile.js';
 import { benchStart } from './start.js';
 
-const SECTIONS = ['login', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'profile', 'long'] as const;
+const SECTIONS = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'profile', 'long'] as const;
 type Section = (typeof SECTIONS)[number];
-const DEFAULT_SECTIONS: Section[] = ['login', 'login-mongo', 'start', 'gateway', 'growth', 'parse'];
+const DEFAULT_SECTIONS: Section[] = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse'];
 const USERS = 1000;
 /** Where partial results and profiles go: under dist/, which git ignores. */
 const RESULTS_SCRATCH = path.join(ROOT, 'dist', 'bench-results');
@@ -101,6 +101,14 @@ async function runSection(section: Section, o: Options, state: { koa?: BareKoa; 
         state.maxLoginRate = r.max.requestsPerSecond;
         const rs = await benchLogin({ label: 'sqlite', alg: 'RS256', latency: false, storeUrl: `sqlite:${path.join(dir, 'store-rs.db')}`, seconds: o.seconds, users: USERS, koa: await koa() });
         return [r.result, rs.result];
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    case 'login-workers': {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-workers-'));
+      try {
+        return [await benchLoginWorkers({ storeDir: dir, seconds: o.seconds, users: USERS })];
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

@@ -1,11 +1,11 @@
-// Secrets and internal gRPC settings (DESIGN §10): every refusal names its variable.
+// Secrets and internal gRPC settings (DESIGN §10), and other settings read at start: every refusal names its variable.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
+import { DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
 import { ConfigError } from './errors.js';
 
 const secret = (bytes = 32) => randomBytes(bytes).toString('hex');
@@ -140,4 +140,14 @@ test('NONCE_STORE: memory by default, or a redis:// / rediss:// URL; anything el
   }
   assert.throws(() => gatewayConfig({ ...env, NONCE_STORE: 'redis://:hunter2@h/x' }), (e: Error) => !e.message.includes('hunter2'));
   refused(() => gatewayConfig({ ...env, NONCE_STORE: 'redis://h', NONCE_STORE_TIMEOUT_MS: '5' }), 'NONCE_STORE_TIMEOUT_MS');
+});
+
+test('LOGIN_WORKERS: 1 to 64; unset, the CPUs this process may use (or the fallback given); anything else refused', () => {
+  assert.equal(loginWorkers({}), DEFAULTS.LOGIN_WORKERS);
+  assert.equal(DEFAULTS.LOGIN_WORKERS, Math.min(availableParallelism(), 64));
+  assert.equal(loginWorkers({}, 1), 1, 'npm start: one unless set');
+  assert.equal(loginWorkers({ LOGIN_WORKERS: ' 4 ' }, 1), 4);
+  assert.equal(loginWorkers({ LOGIN_WORKERS: '64' }), 64);
+  for (const v of ['0', '65']) refused(() => loginWorkers({ LOGIN_WORKERS: v }), 'LOGIN_WORKERS', /between 1 and 64/);
+  for (const v of ['two', '1.5', '-1']) refused(() => loginWorkers({ LOGIN_WORKERS: v }), 'LOGIN_WORKERS', /whole number/);
 });

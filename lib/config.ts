@@ -2,12 +2,16 @@
 // DEFAULTS; every value is validated at start and a bad one stops the service
 // with a ConfigError that names the variable.
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { ANY_DOMAIN, emailDomain, normalizeDomain, normalizeEmail } from './email.js';
 import { ConfigError } from './errors.js';
 import { TOKEN_SECRETS_MODES, type TokenSecretsMode } from './token.js';
 
 export type Env = Record<string, string | undefined>;
+
+/** The most login workers (LOGIN_WORKERS) one login runs. */
+export const MAX_LOGIN_WORKERS = 64;
 
 export const DEFAULTS = {
   DATA_DIR: './data',
@@ -19,6 +23,12 @@ export const DEFAULTS = {
   DIRECTORY_ADDR: '127.0.0.1:50051',
   NODEASSIGN_ADDR: '127.0.0.1:50052',
   LOGIN_PORT: 8000,
+  /**
+   * Login's cluster workers: one per CPU this process may run on (its CPU
+   * affinity, as os.availableParallelism() reports it), counted where it starts.
+   * `npm start` runs one unless LOGIN_WORKERS says otherwise (scripts/stack.ts).
+   */
+  LOGIN_WORKERS: Math.min(availableParallelism(), MAX_LOGIN_WORKERS),
   GATEWAY_PORT: 8080,
   DIRECTORY_PORT: 50051,
   NODEASSIGN_PORT: 50052,
@@ -618,6 +628,11 @@ export function loginConfig(
     webhook: webhookConfig(env),
     metricsHashSecret: metricsHashSecret(env, bearer !== undefined),
   };
+}
+
+/** LOGIN_WORKERS: how many processes serve login's port (1: one process, no cluster). */
+export function loginWorkers(env: Env, fallback: number = DEFAULTS.LOGIN_WORKERS): number {
+  return int(env, 'LOGIN_WORKERS', fallback, 1, MAX_LOGIN_WORKERS);
 }
 
 // ---- allow-list (login) ----

@@ -1,5 +1,6 @@
 // Structured JSON logs. Secrets (tokens, keys, assertions, master secrets)
 // are never passed to the logger; the redact list is a second line of defence.
+import cluster from 'node:cluster';
 import { pino, type Logger } from 'pino';
 import { DEFAULTS } from './config.js';
 
@@ -47,7 +48,8 @@ export function isoTime(now = Date.now()): string {
 
 const root = pino({
   level: process.env.LOG_LEVEL ?? DEFAULTS.LOG_LEVEL,
-  base: { pid: process.pid },
+  // A cluster worker's lines say which worker (LOGIN_WORKERS): its id, new for each worker the primary starts.
+  base: cluster.worker ? { pid: process.pid, worker: cluster.worker.id } : { pid: process.pid },
   redact: { paths: REDACT, censor: CENSOR },
   timestamp: isoTime,
 });

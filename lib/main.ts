@@ -10,10 +10,11 @@ export interface Stoppable {
 
 /**
  * `announce` returns the fields of the "<name> listening" line for services
- * that do not log it themselves; it is logged once the signal handlers are in
- * place, because whoever waits for that line may stop the service at once.
+ * that do not log it themselves (undefined: no line); it is logged once the
+ * signal handlers are in place, because whoever waits for that line may stop
+ * the service at once.
  */
-export function runService<R extends Stoppable>(name: string, start: () => Promise<R>, announce?: (running: R) => Record<string, unknown>): void {
+export function runService<R extends Stoppable>(name: string, start: () => Promise<R>, announce?: (running: R) => Record<string, unknown> | undefined): void {
   const log = logger(name);
   let running: R | undefined;
   let stopping = false;
@@ -35,17 +36,21 @@ export function runService<R extends Stoppable>(name: string, start: () => Promi
   Promise.resolve().then(start).then(
     (r) => {
       running = r;
-      if (stopping) void r.close().then(() => process.exit(0));
-      else if (announce) log.info(announce(r), `${name} listening`);
+      if (stopping) return void r.close().then(() => process.exit(0));
+      const fields = announce?.(r);
+      if (fields) log.info(fields, `${name} listening`);
     },
-    (err) => {
-      if (err instanceof ConfigError) {
-        process.stderr.write(`configuration error: ${err.message}\n`);
-      } else {
-        log.error({ err }, `${name} failed to start`);
-        process.stderr.write(`${name} failed to start: ${(err as Error).message}\n`);
-      }
-      process.exit(1);
-    },
+    (err) => exitOnStartFailure(name, err),
   );
+}
+
+/** Bad configuration: the message naming the variable; anything else: logged. Then exit 1. */
+export function exitOnStartFailure(name: string, err: unknown): never {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${err.message}\n`);
+  } else {
+    logger(name).error({ err }, `${name} failed to start`);
+    process.stderr.write(`${name} failed to start: ${(err as Error).message}\n`);
+  }
+  process.exit(1);
 }

@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { MetricsListener } from './config.js';
 import { listen } from './listen.js';
 import type { Logger } from './log.js';
-import type { ServiceMetrics } from './metrics.js';
+import type { MetricsSource } from './metrics.js';
 
 export interface RunningMetrics {
   port: number;
@@ -19,7 +19,7 @@ function plain(res: http.ServerResponse, status: number, text: string, headers: 
 }
 
 /** Answers GET/HEAD /metrics with the service's page; anything else is 404 or 405. */
-export async function serveMetrics(metrics: ServiceMetrics, where: MetricsListener, log: Logger): Promise<RunningMetrics> {
+export async function serveMetrics(metrics: MetricsSource, where: MetricsListener, log: Logger): Promise<RunningMetrics> {
   const server = http.createServer((req, res) => {
     req.resume();
     if ((req.url ?? '/').split('?', 1)[0] !== '/metrics') return plain(res, 404, 'not found\n');

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InvalidGeneration, ServiceUnavailable } from './errors.js';
-import { CachedCounts, GatewayMetrics, knownMethod, LoginMetrics, outcomeOf, statusClass, statusStringOf, type RecordCount } from './metrics.js';
+import { aggregatedPage, CachedCounts, GatewayMetrics, knownMethod, LoginMetrics, outcomeOf, statusClass, statusStringOf, type RecordCount } from './metrics.js';
 import { metricValue } from '../tests/support/prometheus.js';
 
 test('statusStringOf: the error’s own string, else ok below 400 and error from 400', () => {
@@ -42,6 +42,27 @@ test('two instances in one process keep their own counts; the page carries the s
   assert.match(pageB.body, /^process_cpu_user_seconds_total /m);
   const gw = await new GatewayMetrics().page();
   assert.match(gw.body, /# TYPE gateway_rejections_total counter/);
+});
+
+test('aggregatedPage: the snapshots of several instances on one page, counters and histogram buckets summed, gauges summed, start time left out', async () => {
+  const a = new LoginMetrics();
+  const b = new LoginMetrics();
+  const request = { route: '/1.0/:app/:version', method: 'GET', status: 200, statusString: 'ok' };
+  a.observeRequest({ ...request, seconds: 0.002 });
+  a.observeRequest({ ...request, seconds: 0.2 });
+  b.observeRequest({ ...request, seconds: 0.002 });
+  b.tokenRequestsInFlight.inc(3);
+  const page = await aggregatedPage([...(await a.snapshots()), ...(await b.snapshots())]);
+  assert.match(page.contentType, /^text\/plain/);
+  assert.equal(metricValue(page.body, 'http_requests_total', { route: request.route, method: 'GET', status: '200', status_string: 'ok', service: 'login' }), 3);
+  assert.equal(metricValue(page.body, 'http_request_duration_seconds_count', { route: request.route }), 3);
+  assert.equal(metricValue(page.body, 'http_request_duration_seconds_bucket', { route: request.route, le: '0.0025' }), 2);
+  assert.equal(metricValue(page.body, 'http_request_duration_seconds_bucket', { route: request.route, le: '+Inf' }), 3);
+  assert.equal(metricValue(page.body, 'login_token_requests_in_flight'), 3);
+  assert.equal(page.body.split('\n').filter((l) => l === '# TYPE http_requests_total counter').length, 1, 'one family, not one per instance');
+  assert.match(page.body, /^process_cpu_user_seconds_total /m);
+  assert.doesNotMatch(page.body, /process_start_time_seconds/, 'a sum of start times means nothing');
+  assert.equal((await aggregatedPage([])).body.trim(), '', 'no workers, an empty page');
 });
 
 test('timeCall records the outcome of a backend call and passes its result or error through', async () => {

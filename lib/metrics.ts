@@ -2,7 +2,7 @@
 // registry, so several instances in one process (tests, the embedded stack)
 // never share counters; process-wide metrics (CPU, memory, event loop, GC) are
 // collected once per process and appended to every instance's page.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { ProtocolError } from './errors.js';
 
 /** Seconds; from a fast local answer to a gRPC deadline or a slow upstream. */
@@ -21,6 +21,25 @@ function processMetrics(): Registry {
 export interface MetricsPage {
   contentType: string;
   body: string;
+}
+
+/** What a /metrics listener serves (lib/metrics-server.ts). */
+export interface MetricsSource {
+  page(): Promise<MetricsPage>;
+}
+
+/** One registry's metrics as prom-client's JSON: plain data, so it crosses a cluster's IPC channel. */
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
+
+/**
+ * One page for several processes (a cluster's workers), from the snapshots
+ * each sent: prom-client's aggregation, so counters and histograms are summed,
+ * and the process metrics as each declares (memory and CPU summed, event-loop
+ * lag averaged, start time left out).
+ */
+export async function aggregatedPage(snapshots: MetricsSnapshot[]): Promise<MetricsPage> {
+  const registry = AggregatorRegistry.aggregate(snapshots);
+  return { contentType: registry.contentType, body: await registry.metrics() };
 }
 
 /** Counts and latencies of HTTP requests, by route (a template, never a raw path) and outcome. */
@@ -71,6 +90,11 @@ export class ServiceMetrics {
     const own = await this.registry.metrics();
     const proc = await processMetrics().metrics();
     return { contentType: this.registry.contentType, body: `${own}\n${proc}` };
+  }
+
+  /** What page() shows, as snapshots for aggregatedPage(). */
+  snapshots(): Promise<MetricsSnapshot[]> {
+    return Promise.all([this.registry.getMetricsAsJSON(), processMetrics().getMetricsAsJSON()]);
   }
 }
 

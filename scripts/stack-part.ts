@@ -4,15 +4,22 @@
 // start over the IPC channel and gets back where it listens; it alone stops
 // the parts ('stop' message), so a Ctrl-C or a SIGTERM to the whole process
 // group stops them in order. Logs go to the parent's stdout and stderr, as
-// they did with one process.
+// they did with one process. With LOGIN_WORKERS above 1 (`npm start` runs one
+// unless it is set), login's part is the cluster primary of that many
+// workers, each of them this script too.
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
+import cluster from 'node:cluster';
 import { readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Env } from '../lib/config.js';
+import { runWorker, startWorkerSet } from '../lib/cluster.js';
+import { DEFAULTS, loginWorkers, metricsListener, port, str, type Env } from '../lib/config.js';
 import { ConfigError } from '../lib/errors.js';
+import { listen } from '../lib/listen.js';
+import { logger } from '../lib/log.js';
 import { SERVICE_NODE_ARGS } from '../lib/node-flags.js';
-import { startPart, type PartInfo, type PartLinks, type PartName, type RunningPart } from './stack.js';
+import { metricsUrl, startPart, type PartInfo, type PartLinks, type PartName, type RunningPart } from './stack.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = path.resolve(path.dirname(SELF), '..');
@@ -108,7 +115,51 @@ function send(child: ChildProcess, m: ToPart): void {
 
 // ---- the child side ----
 
+/** `npm start`'s login: one process unless LOGIN_WORKERS says more. */
+function stackLoginWorkers(env: Env): number {
+  return loginWorkers(env, 1);
+}
+
+/** A port free now on `host` (for login's workers, which must all make the same audience of it). */
+async function freePort(host: string): Promise<number> {
+  const probe = createServer();
+  const free = await listen(probe, 0, host);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return free;
+}
+
+/**
+ * Login as the primary of LOGIN_WORKERS workers (lib/cluster.ts). The
+ * audience is made of the port: with LOGIN_PORT=0 and no AUDIENCES, a port is
+ * chosen here, so that every worker makes the same one.
+ */
+async function startLoginWorkers(env: Env, links: PartLinks): Promise<RunningPart> {
+  const count = stackLoginWorkers(env);
+  let loginPort = port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT);
+  if (loginPort === 0 && !env.AUDIENCES?.trim()) loginPort = await freePort(str(env, 'BIND_HOST', DEFAULTS.BIND_HOST));
+  const metrics = metricsListener(env, 'LOGIN_METRICS_PORT');
+  const set = await startWorkerSet({
+    name: 'login',
+    count,
+    metrics,
+    // The primary serves /metrics; each worker finds the backends in its environment.
+    env: { LOGIN_PORT: String(loginPort), LOGIN_METRICS_PORT: '', DIRECTORY_ADDR: links.directoryAddr, NODEASSIGN_ADDR: links.nodeAssignAddr },
+  });
+  logger('login').info({ port: set.port, workers: count, metricsPort: set.metricsPort }, 'login listening');
+  return { info: { ...(set.info as PartInfo), metricsUrl: metricsUrl(set.metricsPort, metrics) }, close: set.close };
+}
+
+function runLoginWorker(): void {
+  process.title = 'tokenserver login worker';
+  runWorker('login', async (waitForTurn) => {
+    const links = { directoryAddr: process.env.DIRECTORY_ADDR, nodeAssignAddr: process.env.NODEASSIGN_ADDR };
+    const part = await startPart('login', process.env, links, { worker: { waitForTurn } });
+    return { port: part.info.port, info: part.info, metrics: part.metrics!, close: part.close };
+  });
+}
+
 function runPart(): void {
+  if (cluster.isWorker) return runLoginWorker();
   let running: RunningPart | undefined;
   let stopping = false;
   const stopPart = (): void => {
@@ -125,7 +176,9 @@ function runPart(): void {
     if (m === 'stop') return stopPart();
     // `ps` (and the benchmark) tell the parts apart by it.
     process.title = `tokenserver ${m.start.name}`;
-    startPart(m.start.name, m.start.env, m.start.links).then(
+    const { name, env, links } = m.start;
+    // Inside the promise: a bad LOGIN_WORKERS is a failed start like any other configuration error.
+    Promise.resolve().then(() => (name === 'login' && stackLoginWorkers(env) > 1 ? startLoginWorkers(env, links) : startPart(name, env, links))).then(
       (part) => {
         running = part;
         process.send!({ ready: part.info } satisfies FromPart);

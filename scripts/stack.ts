@@ -10,6 +10,8 @@ import { loadOrCreateDevSecrets } from '../lib/dev-secrets.js';
 import { call, grpcClient } from '../lib/grpc.js';
 import { logger } from '../lib/log.js';
 import { NodeAssignClient } from '../lib/gen/nodeassign.js';
+import type { ServiceMetrics } from '../lib/metrics.js';
+import type { StartLoginOptions } from '../services/login/server.js';
 import { loadOrCreateDevIdp, trustsDevIdp } from '../lib/idp.js';
 
 export interface Stack {
@@ -50,7 +52,9 @@ export interface PartInfo {
 
 export interface RunningPart {
   info: PartInfo;
-  close(): Promise<void>;
+  /** Login's metrics (a login cluster worker hands them to its primary). */
+  metrics?: ServiceMetrics;
+  close(graceMs?: number): Promise<void>;
 }
 
 /** What every part derives from the environment and DATA_DIR (secrets and the development IdP are made once, then read). */
@@ -86,11 +90,16 @@ async function stackContext(env: Env): Promise<StackContext> {
   };
 }
 
-const metricsUrl = (port: number | undefined, where: { host: string } | undefined): string | undefined =>
+export const metricsUrl = (port: number | undefined, where: { host: string } | undefined): string | undefined =>
   port === undefined || !where ? undefined : `http://${displayHost(where.host)}:${port}/metrics`;
 
-/** Starts one part of the stack in this process, loading only that service's code (a process per part stays small). */
-export async function startPart(name: PartName, env: Env, links: PartLinks = {}): Promise<RunningPart> {
+/**
+ * Starts one part of the stack in this process, loading only that service's
+ * code (a process per part stays small). Login is one process here whatever
+ * LOGIN_WORKERS says: `npm start` runs its workers (scripts/stack-part.ts),
+ * each of which starts login through here with `loginOptions`.
+ */
+export async function startPart(name: PartName, env: Env, links: PartLinks = {}, loginOptions: StartLoginOptions = {}): Promise<RunningPart> {
   const ctx = await stackContext(env);
   const { host, auth } = ctx;
   switch (name) {
@@ -136,11 +145,11 @@ export async function startPart(name: PartName, env: Env, links: PartLinks = {})
         trustedIssuers: ctx.devIdp?.trustedIssuers,
         audiences: [`http://${displayHost(host)}:${loginPort}`],
       });
-      let login = await startLogin(config);
+      let login = await startLogin(config, loginOptions);
       if (!env.AUDIENCES?.trim() && loginPort === 0) {
         await login.close();
         config = { ...config, port: login.port, audiences: [`http://${displayHost(host)}:${login.port}`] };
-        login = await startLogin(config);
+        login = await startLogin(config, loginOptions);
       }
       return {
         info: {
@@ -150,6 +159,7 @@ export async function startPart(name: PartName, env: Env, links: PartLinks = {})
           audience: config.audiences[0],
           devIdpTrusted: trustsDevIdp(config.trustedIssuers),
         },
+        metrics: login.metrics,
         close: login.close,
       };
     }
@@ -217,7 +227,7 @@ export async function startStack(env: Env, start: PartStarter = startPart): Prom
   }
 }
 
-function displayHost(host: string): string {
+export function displayHost(host: string): string {
   return host === '0.0.0.0' || host === '::' ? 'localhost' : host;
 }
 

@@ -1,6 +1,6 @@
 // Faults under load: a backend stopped while logins keep coming, then started
-// again on the same port; the application behind the gateway refusing or not
-// answering. Every request must complete (no hang), with 200 or the
+// again on the same port; one of login's workers killed (LOGIN_WORKERS); the
+// application behind the gateway refusing or not answering. Every request must complete (no hang), with 200 or the
 // documented 503 + Retry-After (login) or 502/504 (gateway), and the system
 // must recover by itself. (The database-down case: tests/mongo-outage.test.ts.)
 import { after, before, describe, test } from 'node:test';
@@ -22,6 +22,7 @@ import { startLogin, type RunningLogin } from '../services/login/server.js';
 import { startGateway, type Gateway } from '../services/node-gateway/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { httpRequest } from '../services/login/testkit.js';
+import { startLoginProcess, trustedIssuersFile, type LoginProcess } from './support/login-process.js';
 import { isErrorBody } from './support/stack.js';
 
 const AUDIENCE = 'http://login.fault.example';
@@ -76,6 +77,52 @@ class Backends {
   }
 }
 
+/**
+ * Logins (existing and new users, alternately) to `url()` from WORKERS loops,
+ * over keep-alive connections, until stop() resolves; every outcome recorded.
+ */
+function load(url: () => string, idp: DevIdp, existing: string[], fresh: () => string): { outcomes: Outcome[]; stop(): Promise<void> } {
+  const outcomes: Outcome[] = [];
+  let running = true;
+  let n = 0;
+  const worker = async () => {
+    while (running) {
+      const kind = n++ % 2 === 0 ? 'existing' : 'new';
+      const email = kind === 'existing' ? existing[n % existing.length] : fresh();
+      const authorization = `Assertion ${await idp.makeAssertion(email, { audience: AUDIENCE })}`;
+      const started = Date.now();
+      try {
+        const res = await httpRequest(`${url()}/1.0/sync/1.5`, { headers: { Authorization: authorization }, timeoutMs: HANG_MS });
+        outcomes.push({ kind, started, ended: Date.now(), status: res.status, retryAfter: res.header('retry-after'), body: res.json });
+      } catch (err) {
+        outcomes.push({ kind, started, ended: Date.now(), status: 0, body: undefined, error: (err as Error).message });
+      }
+    }
+  };
+  const workers = Array.from({ length: WORKERS }, worker);
+  return {
+    outcomes,
+    stop: async () => {
+      running = false;
+      await Promise.all(workers);
+    },
+  };
+}
+
+function checkAll(outcomes: Outcome[]): void {
+  const failed = outcomes.filter((o) => o.error);
+  assert.deepEqual(failed.map((o) => o.error), [], 'every request completes');
+  for (const o of outcomes) {
+    assert.ok(o.status === 200 || o.status === 503, `unexpected ${o.status} ${JSON.stringify(o.body)}`);
+    if (o.status === 503) {
+      assert.match(o.retryAfter ?? '', /^\d+$/, '503 carries Retry-After');
+      assert.ok(isErrorBody(o.body, 'error'), JSON.stringify(o.body));
+      // A 5xx says nothing about internals (addresses, gRPC codes, errno names).
+      assert.doesNotMatch(JSON.stringify(o.body), INTERNALS);
+    }
+  }
+}
+
 describe('login with a backend stopped mid-load', () => {
   let backends: Backends;
   let login: RunningLogin;
@@ -119,49 +166,6 @@ describe('login with a backend stopped mid-load', () => {
     return httpRequest(`${login.url}/1.0/sync/1.5`, { headers: { Authorization: authorization }, timeoutMs: HANG_MS });
   }
 
-  /** Logins (existing and new users, alternately) from WORKERS loops until stop() resolves; every outcome recorded. */
-  function load(): { outcomes: Outcome[]; stop(): Promise<void> } {
-    const outcomes: Outcome[] = [];
-    let running = true;
-    let n = 0;
-    const worker = async () => {
-      while (running) {
-        const kind = n++ % 2 === 0 ? 'existing' : 'new';
-        const email = kind === 'existing' ? existing[n % existing.length] : `new-${++fresh}@fault.example`;
-        const authorization = `Assertion ${await idp.makeAssertion(email, { audience: AUDIENCE })}`;
-        const started = Date.now();
-        try {
-          const res = await httpRequest(`${login.url}/1.0/sync/1.5`, { headers: { Authorization: authorization }, timeoutMs: HANG_MS });
-          outcomes.push({ kind, started, ended: Date.now(), status: res.status, retryAfter: res.header('retry-after'), body: res.json });
-        } catch (err) {
-          outcomes.push({ kind, started, ended: Date.now(), status: 0, body: undefined, error: (err as Error).message });
-        }
-      }
-    };
-    const workers = Array.from({ length: WORKERS }, worker);
-    return {
-      outcomes,
-      stop: async () => {
-        running = false;
-        await Promise.all(workers);
-      },
-    };
-  }
-
-  function checkAll(outcomes: Outcome[]): void {
-    const failed = outcomes.filter((o) => o.error);
-    assert.deepEqual(failed.map((o) => o.error), [], 'every request completes');
-    for (const o of outcomes) {
-      assert.ok(o.status === 200 || o.status === 503, `unexpected ${o.status} ${JSON.stringify(o.body)}`);
-      if (o.status === 503) {
-        assert.match(o.retryAfter ?? '', /^\d+$/, '503 carries Retry-After');
-        assert.ok(isErrorBody(o.body, 'error'), JSON.stringify(o.body));
-        // A 5xx says nothing about internals (addresses, gRPC codes, errno names).
-        assert.doesNotMatch(JSON.stringify(o.body), INTERNALS);
-      }
-    }
-  }
-
   /** Waits until requests of `kind` started after `since` succeed again; returns when the first did. */
   async function recovered(outcomes: Outcome[], since: number, kind: Outcome['kind'], withinMs: number): Promise<number> {
     const deadline = Date.now() + withinMs;
@@ -175,7 +179,7 @@ describe('login with a backend stopped mid-load', () => {
 
   for (const which of ['directory', 'nodeassign'] as const) {
     test(`${which} stopped: 503 + Retry-After within 1 s for what needs it, no hang; recovers when it returns on its port`, async () => {
-      const run = load();
+      const run = load(() => login.url, idp, existing, () => `new-${++fresh}@fault.example`);
       await sleep(600);
       await backends.stop(which);
       const stopped = Date.now();
@@ -207,6 +211,71 @@ describe('login with a backend stopped mid-load', () => {
       assert.deepEqual([...new Set(late.map((o) => o.status))], [200], 'all succeed after recovery');
     });
   }
+});
+
+describe('login with LOGIN_WORKERS=2: a worker killed under load', () => {
+  let backends: Backends;
+  let idp: DevIdp;
+  let dir: string;
+  let login: LoginProcess;
+  const existing: string[] = [];
+  let fresh = 0;
+
+  before(async () => {
+    backends = new Backends();
+    await backends.start('directory');
+    await backends.start('nodeassign');
+    const client = grpcClient(NodeAssignClient, `127.0.0.1:${backends.ports.nodeassign}`, TEST_AUTH);
+    await call(client, client.addNode, { service: 'sync', url: NODE_URL, capacity: 100_000 }, { deadlineMs: 5000, retryAfter: 1 });
+    client.close();
+    dir = mkdtempSync(path.join(tmpdir(), 'fault-workers-'));
+    idp = await loadOrCreateDevIdp(dir);
+    login = await startLoginProcess({
+      LOGIN_WORKERS: '2', APPLICATIONS: 'sync/1.5', AUDIENCES: AUDIENCE, TRUSTED_ISSUERS: trustedIssuersFile(dir, idp), MASTER_SECRETS, INTERNAL_SECRET: TEST_AUTH.internalSecret,
+      DIRECTORY_ADDR: `127.0.0.1:${backends.ports.directory}`, NODEASSIGN_ADDR: `127.0.0.1:${backends.ports.nodeassign}`,
+    });
+    for (let i = 0; i < 10; i++) existing.push(`workers-existing-${i}@fault.example`);
+  });
+
+  after(async () => {
+    await login?.stop();
+    await backends?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('SIGKILL to one worker: only requests in flight on it fail, the other serves on, and a new worker takes its place', async () => {
+    const run = load(() => login.url, idp, existing, () => `workers-new-${++fresh}@fault.example`);
+    await sleep(800);
+    const victim = login.lines.find((l) => l.msg === 'login worker listening')!;
+    const served = (worker: number) => login.lines.filter((l) => l.msg === 'request' && l.worker === worker).length;
+    assert.ok(served(victim.worker!) > 0, 'the worker to be killed was serving');
+    const killedAt = Date.now();
+    process.kill(victim.pid, 'SIGKILL');
+    const exitLine = await login.waitFor((l) => l.msg === 'login worker exited; starting another');
+    const ready = await login.waitFor((l) => l.msg === 'login worker ready');
+    // New connections go to the new worker in turn with the other one.
+    const byNew = () => login.lines.some((l) => l.msg === 'request' && l.worker === ready.worker);
+    for (let i = 0; i < 20 && !byNew(); i++) {
+      const res = await httpRequest(`${login.url}/__lbheartbeat__`, { headers: { Connection: 'close' } });
+      assert.equal(res.status, 200);
+    }
+    await sleep(300);
+    await run.stop();
+
+    assert.equal(exitLine.worker, victim.worker);
+    assert.equal(exitLine.signal, 'SIGKILL');
+    assert.notEqual(ready.worker, victim.worker);
+    assert.ok(byNew(), 'the new worker serves');
+    const { outcomes } = run;
+    const failed = outcomes.filter((o) => o.error);
+    // At most one request per load loop was on the killed worker's connections; a connection
+    // the client had pooled can still take a request in the moment before its close arrives.
+    assert.ok(failed.length <= WORKERS, `${failed.length} failed`);
+    for (const o of failed) assert.ok(o.started <= killedAt + 100 && o.ended >= killedAt, `failed, started ${o.started - killedAt} ms after the kill: ${o.error}`);
+    checkAll(outcomes.filter((o) => !o.error));
+    assert.ok(outcomes.filter((o) => o.started > killedAt && o.status === 200).length >= 10, 'logins go on after the kill');
+    assert.equal(outcomes.filter((o) => o.status === 503).length, 0, 'no 503: the backends were up all along');
+  });
 });
 
 describe('gateway with the application down or silent', () => {

@@ -151,10 +151,38 @@ test('npm start runs the services in processes of their own, and Ctrl-C stops ev
   for (const pid of pids) assert.equal(alive(pid), false, `process ${pid} still running after Ctrl-C: ${existsSync(`/proc/${pid}/status`) ? readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').slice(0, 8).join(' | ') : 'gone'}`);
 });
 
+test('npm start with LOGIN_WORKERS=2: login is a primary and two workers on one port; logins work; Ctrl-C stops every one', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'start-workers-'));
+  const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info', LOGIN_WORKERS: '2' });
+  const lines = s.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; pid: number; port?: number; workers?: number; worker?: number });
+  const primary = lines.filter((l) => l.msg === 'login listening');
+  const workers = lines.filter((l) => l.msg === 'login worker listening');
+  const pids = [...primary, ...workers].map((l) => l.pid);
+  try {
+    assert.equal(primary.length, 1);
+    assert.equal(primary[0].workers, 2);
+    assert.equal(workers.length, 2);
+    assert.equal(new Set(pids).size, 3);
+    assert.ok(workers.every((l) => l.port === primary[0].port && l.worker !== undefined));
+    assert.equal(s.loginUrl, `http://127.0.0.1:${primary[0].port}`);
+    const idp = await loadOrCreateDevIdp(dir);
+    for (let i = 0; i < 2; i++) {
+      const authorization = `Assertion ${await idp.makeAssertion(`user${i}@example.com`, { audience: s.loginUrl })}`;
+      const res = await httpRequest(`${s.loginUrl}/1.0/sync/1.5`, { headers: { Authorization: authorization, Connection: 'close' } });
+      assert.equal(res.status, 200, res.text);
+    }
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  for (const pid of pids) assert.equal(alive(pid), false, `process ${pid} still running after Ctrl-C`);
+});
+
 test('npm start: a service that cannot start stops the others, and says why', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'start-fails-'));
   try {
     await assert.rejects(start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), NONCE_CACHE_SIZE: 'lots' }), /configuration error: NONCE_CACHE_SIZE/);
+    await assert.rejects(start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOGIN_WORKERS: '0' }), /configuration error: LOGIN_WORKERS: must be between 1 and 64/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -52,6 +52,8 @@ export interface Backends {
   /** Directory ReleaseEventToken: the token's events were not applied, so a redelivery counts as new. */
   releaseEventToken(key: string, requestId: string): Promise<void>;
   health(): Promise<BackendHealth>;
+  /** Connects to both backends now rather than at the first request; true when both are connected within `ms`. */
+  connect(ms: number): Promise<boolean>;
   close(): void;
 }
 
@@ -161,6 +163,12 @@ export function connectBackends(
     async health() {
       const [d, n] = await Promise.all([serving('directory', directoryHealth), serving('nodeassign', nodeAssignHealth)]);
       return { directory: d, nodeassign: n };
+    },
+    async connect(ms) {
+      const deadline = Date.now() + ms;
+      const ready = (client: grpc.Client) => new Promise<boolean>((resolve) => client.waitForReady(deadline, (err) => resolve(!err)));
+      const [d, n] = await Promise.all([ready(directory), ready(nodeAssign)]);
+      return d && n;
     },
     close() {
       for (const c of [directory, nodeAssign, directoryHealth, nodeAssignHealth]) c.close();

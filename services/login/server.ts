@@ -3,8 +3,8 @@
 // handleErrors → router → one endpoint's middleware array (actions/*.ts) → response.
 import Koa from 'koa';
 import Router from '@koa/router';
-import { createServer, type Server } from 'node:http';
-import { listen } from '../../lib/listen.js';
+import { createServer } from 'node:http';
+import { listen, serverCloser } from '../../lib/listen.js';
 import { answerClientErrors } from '../../lib/client-error.js';
 import { readAllowListFile, type LoginConfig } from '../../lib/config.js';
 import { NotFound } from '../../lib/errors.js';
@@ -27,7 +27,21 @@ export interface RunningLogin {
   url: string;
   /** Where /metrics is served (LOGIN_METRICS_PORT), if anywhere. */
   metricsPort?: number;
-  close(): Promise<void>;
+  metrics: LoginMetrics;
+  /** Stops: requests being answered get up to `graceMs` to finish (default none: cut at once). */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** How long a cluster worker waits for its backends before it opens anyway (and answers 503 until they are up), ms. */
+const WORKER_CONNECT_MS = 5000;
+
+export interface StartLoginOptions {
+  /**
+   * One of several cluster workers (lib/cluster.ts): it connects to its
+   * backends, then waits for its turn before it listens, and says "login
+   * worker listening" (the primary says "login listening" for the whole set).
+   */
+  worker?: { waitForTurn(): Promise<void> };
 }
 
 export function createApp(deps: LoginDeps): Koa {
@@ -51,13 +65,6 @@ export function createApp(deps: LoginDeps): Koa {
   return app;
 }
 
-function close(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
-}
-
 /**
  * ALLOWED_USERS=@<file>: SIGHUP reads the file again. A file that cannot be read
  * or parsed leaves the current list in force (and says why in the log).
@@ -78,7 +85,7 @@ function reloadAllowListOnHangup(config: LoginConfig, log: Logger): () => void {
   return () => process.off('SIGHUP', reload);
 }
 
-export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
+export async function startLogin(config: LoginConfig, options: StartLoginOptions = {}): Promise<RunningLogin> {
   const log = logger('login');
   const auth = await createAuthenticator(config);
   if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
@@ -87,9 +94,14 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   const loopDelay = watchLoopDelay();
   const app = createApp({ config, auth, backends, log, metrics, loopDelay });
   const server = createServer(app.callback());
+  const close = serverCloser(server);
   answerClientErrors(server, log);
   let port: number;
   try {
+    if (options.worker) {
+      if (!(await backends.connect(WORKER_CONNECT_MS))) log.warn({ waitedMs: WORKER_CONNECT_MS }, 'directory or nodeassign not reachable yet; listening anyway');
+      await options.worker.waitForTurn();
+    }
     port = await listen(server, config.port, config.host);
   } catch (err) {
     backends.close();
@@ -100,22 +112,23 @@ export async function startLogin(config: LoginConfig): Promise<RunningLogin> {
   try {
     exposed = config.metrics && (await serveMetrics(metrics, config.metrics, log));
   } catch (err) {
-    await close(server);
+    await close();
     backends.close();
     loopDelay.stop();
     throw err;
   }
   const stopReloading = reloadAllowListOnHangup(config, log);
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
-  log.info({ port, applications: [...config.applications.keys()] }, 'login listening');
+  log.info({ port, applications: [...config.applications.keys()] }, options.worker ? 'login worker listening' : 'login listening');
   return {
     port,
     url: `http://${host}:${port}`,
     metricsPort: exposed?.port,
-    close: async () => {
+    metrics,
+    close: async (graceMs?: number) => {
       stopReloading();
       await exposed?.close();
-      await close(server);
+      await close(graceMs);
       backends.close();
       loopDelay.stop();
     },
