@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
-import { DirectoryClient } from './gen/directory.js';
+import { DirectoryClient, DirectoryService } from './gen/directory.js';
 import { call, CLIENT_OPTIONS, grpcClient, MAX_HEALTH_WATCHES_PER_PEER, peerAddress, secretMatches, startServer } from './grpc.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
@@ -137,5 +137,52 @@ test('health Watch streams need no secret, and one address may hold at most MAX_
     for (const s of streams) s.cancel();
     client.close();
     await running.close();
+  }
+});
+
+test('clients spread calls round robin over every address of the target, and leave out one that goes away', async () => {
+  const hits = [0, 0];
+  const servers = await Promise.all(
+    hits.map((_, i) =>
+      startServer(
+        [
+          {
+            definition: DirectoryService,
+            name: 'tokenserver.directory.v1.Directory',
+            implementation: {
+              getUser: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
+                hits[i]++;
+                cb({ code: grpc.status.NOT_FOUND, details: 'no such user' });
+              },
+            },
+          },
+        ],
+        '127.0.0.1',
+        0,
+        TEST_AUTH,
+      ),
+    ),
+  );
+  // Two addresses behind one target, as dns:/// gives for two replicas.
+  const client = grpcClient(DirectoryClient, `ipv4:${servers.map((s) => `127.0.0.1:${s.port}`).join(',')}`, TEST_AUTH);
+  try {
+    for (let i = 0; i < 20; i++) await assert.rejects(call(client, client.getUser, getUser, opts), /NOT_FOUND: no such user/);
+    assert.ok(hits[0] >= 5 && hits[1] >= 5, `both replicas served: ${hits}`);
+    await servers[0].close();
+    const before = hits[1];
+    // The channel notices the closed replica; from then on every call reaches the other one.
+    let settled = 0;
+    for (let i = 0; i < 50 && settled < 10; i++) {
+      try {
+        await call(client, client.getUser, getUser, opts);
+      } catch (err) {
+        settled = /NOT_FOUND: no such user/.test((err as Error).message) ? settled + 1 : 0;
+      }
+    }
+    assert.equal(settled, 10, 'ten calls in a row answered by the replica left');
+    assert.ok(hits[1] - before >= 10);
+  } finally {
+    client.close();
+    await servers[1].close();
   }
 });

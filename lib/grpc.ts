@@ -173,12 +173,19 @@ export function call<Req, Res>(client: grpc.Client, method: UnaryMethod<Req, Res
   });
 }
 
-/** Channel options shared by clients: fail fast while a backend is down, reconnect quickly when it returns. */
+/**
+ * Channel options shared by clients: fail fast while a backend is down, reconnect quickly when it
+ * returns. Calls go round robin over every address the target resolves to (DESIGN §12:
+ * `dns:///directory:50051` reaches each replica; an address that stops answering is left out until
+ * it answers again), and names are resolved again every few seconds so new replicas join.
+ */
 export const CLIENT_OPTIONS: grpc.ClientOptions = {
   'grpc.initial_reconnect_backoff_ms': 200,
   'grpc.max_reconnect_backoff_ms': 2000,
   'grpc.keepalive_time_ms': 30_000,
   'grpc.keepalive_timeout_ms': 5_000,
+  'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+  'grpc.dns_min_time_between_resolutions_ms': 5_000,
 };
 
 /** Whether `given` (a metadata value) is `expected`, in time independent of where they differ. */
