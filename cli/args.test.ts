@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { COMMANDS, commandHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
-import { transportReason } from './commands.js';
+import { transportReason } from './backends.js';
 
 /** Commands that talk to a backend need it; the tests below are about everything else. */
 const INTERNAL_SECRET = 'i'.repeat(32);

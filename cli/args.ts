@@ -6,9 +6,9 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULTS, address, applications, domain, grpcTls, int, internalSecret, list, masterSecrets, storeUrl, str, tokenSecretsMode, url, type Env } from '../lib/config.js';
 import { readDevInternalSecret, readDevMasterSecrets } from '../lib/dev-secrets.js';
-import type { ClientAuth } from '../lib/grpc.js';
 import { ConfigError } from '../lib/errors.js';
 import type { TokenSecretsMode } from '../lib/token.js';
+import type { Backend, Globals } from './backends.js';
 import type { PurgeOptions } from './purge.js';
 
 export const PROGRAM = 'tokenserver-cli';
@@ -20,8 +20,6 @@ export class UsageError extends Error {
     this.name = 'UsageError';
   }
 }
-
-export type Backend = 'directory' | 'nodeassign';
 
 export interface NodePatch {
   capacity?: number;
@@ -44,15 +42,6 @@ export type Command =
   | { kind: 'dev assertion'; email: string; audience: string; generation?: number; ttlSeconds?: number; dataDir: string; generationClaim: string }
   | { kind: 'dev init'; dataDir: string; trustedIssuersFile: string }
   | { kind: 'health'; target: string; service: string };
-
-export interface Globals {
-  json: boolean;
-  deadlineMs: number;
-  /** Only the backends the command talks to are resolved (and validated). */
-  addrs: Partial<Record<Backend, string>>;
-  /** INTERNAL_SECRET (only for commands that talk to a backend) and mutual TLS. */
-  auth: ClientAuth;
-}
 
 export type Parsed = { kind: 'help'; text: string } | { kind: 'run'; command: Command; globals: Globals };
 

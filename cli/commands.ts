@@ -1,86 +1,24 @@
-// Executes one parsed CLI command: the I/O edge (gRPC via lib/grpc.ts call(),
+// Executes one parsed CLI command: the I/O edge (gRPC through backends.ts,
 // the development IdP files, health probes). Parsing is in args.ts, text
 // output in format.ts, the glue in run.ts.
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { DEFAULTS } from '../lib/config.js';
-import { Conflict, ProtocolError, RecordNotFound, ServiceUnavailable } from '../lib/errors.js';
-import { call, grpcClient, type ClientAuth } from '../lib/grpc.js';
-import { DirectoryClient } from '../lib/gen/directory.js';
-import { NodeAssignClient, type Node } from '../lib/gen/nodeassign.js';
+import { Conflict, ProtocolError, RecordNotFound } from '../lib/errors.js';
+import { grpcClient, type ClientAuth } from '../lib/grpc.js';
+import type { Node } from '../lib/gen/nodeassign.js';
 import { tokenSecrets } from '../lib/token.js';
-import type { Backend, Command, Globals } from './args.js';
+import type { Command } from './args.js';
+import { CliFailure, type Backends, type Globals } from './backends.js';
 import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser, formatUserList } from './format.js';
 import { formatPurge, purge } from './purge.js';
-
-/** A failure to report in one line (exit 1). */
-export class CliFailure extends Error {}
 
 export interface Output {
   json: unknown;
   text: string;
   /** Exit status when not 0: the command ran but part of it failed (printed in the output). */
   code?: number;
-}
-
-type Clients = { directory: DirectoryClient; nodeassign: NodeAssignClient };
-
-type UnaryMethod<Req, Res> = (
-  req: Req,
-  metadata: grpc.Metadata,
-  options: Partial<grpc.CallOptions>,
-  cb: (err: grpc.ServiceError | null, res: Res) => void,
-) => grpc.ClientUnaryCall;
-
-/** The gRPC clients a command needs, made on first use; transport failures become "cannot reach …". */
-export class Backends {
-  private readonly clients: Partial<Clients> = {};
-
-  constructor(private readonly globals: Globals) {}
-
-  private client<B extends Backend>(backend: B): Clients[B] {
-    const addr = this.addr(backend);
-    this.clients[backend] ??= (backend === 'directory'
-      ? grpcClient(DirectoryClient, addr, this.globals.auth)
-      : grpcClient(NodeAssignClient, addr, this.globals.auth)) as Clients[B];
-    return this.clients[backend] as Clients[B];
-  }
-
-  private addr(backend: Backend): string {
-    const addr = this.globals.addrs[backend];
-    if (!addr) throw new Error(`no address resolved for ${backend}`);
-    return addr;
-  }
-
-  async rpc<B extends Backend, Req, Res>(backend: B, method: (c: Clients[B]) => UnaryMethod<Req, Res>, req: Req): Promise<Res> {
-    const client = this.client(backend);
-    try {
-      return await call(client, method(client), req, { deadlineMs: this.globals.deadlineMs, retryAfter: DEFAULTS.RETRY_AFTER });
-    } catch (e) {
-      // call() reports transport trouble as a plain ServiceUnavailable; the channel state tells it from a server's own 503.
-      if (e instanceof ServiceUnavailable && e.constructor === ServiceUnavailable) {
-        const reason = transportReason(e.message);
-        if (client.getChannel().getConnectivityState(false) !== grpc.connectivityState.READY) {
-          throw new CliFailure(`cannot reach ${backend} at ${this.addr(backend)} (${reason})`);
-        }
-        throw new CliFailure(`${backend} at ${this.addr(backend)}: ${reason}`);
-      }
-      throw e;
-    }
-  }
-
-  close(): void {
-    for (const c of Object.values(this.clients)) c.close();
-  }
-}
-
-/** The useful part of grpc-js's "No connection established. Last error: Error: connect ECONNREFUSED …. Resolution note: …". */
-export function transportReason(message: string): string {
-  const details = message.replace(/^backend unavailable: /, '');
-  const last = /Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(details);
-  return (last?.[1] || details).trim();
 }
 
 // ---- commands ----

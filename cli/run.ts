@@ -1,4 +1,4 @@
-// The CLI glue: parse (args.ts), run (commands.ts, loaded only for a command,
+// The CLI glue: parse (args.ts), run (commands.ts and backends.ts, loaded only for a command,
 // so --help and usage errors start fast), print, pick the exit code.
 import type { Env } from '../lib/config.js';
 import { parseCli, UsageError } from './args.js';
@@ -22,7 +22,7 @@ export async function runCli(argv: string[], env: Env, io: Io): Promise<number> 
     io.stdout(parsed.text);
     return 0;
   }
-  const { Backends, describe, execute } = await import('./commands.js');
+  const [{ Backends }, { describe, execute }] = await Promise.all([import('./backends.js'), import('./commands.js')]);
   const backends = new Backends(parsed.globals);
   try {
     const out = await execute(parsed.command, backends, parsed.globals);
