@@ -284,7 +284,7 @@ export interface ReserveUidsReply {
 }
 
 export interface ImportUsersRequest {
-  /** At most 1000. A retired account has uid 0 (every uid of it replaced). */
+  /** At most 256. A retired account has uid 0 (every uid of it replaced). */
   users: User[];
   /** Only decide: write nothing. */
   dryRun: boolean;
