@@ -9,6 +9,9 @@ import { readDevInternalSecret, readDevMasterSecrets } from '../lib/dev-secrets.
 import { ConfigError } from '../lib/errors.js';
 import type { TokenSecretsMode } from '../lib/token.js';
 import type { Backend, Globals } from './backends.js';
+import { appOf, DEFAULT_MOZILLA_SERVICE } from './import-rules.js';
+import { sourceKind } from './import-source.js';
+import type { ImportOptions } from './import.js';
 import type { PurgeOptions } from './purge.js';
 
 export const PROGRAM = 'tokenserver-cli';
@@ -38,6 +41,7 @@ export type Command =
   | { kind: 'users list'; app: string; node?: string; replaced: boolean; limit: number; after: string }
   | ({ kind: 'users purge' } & PurgeOptions)
   | { kind: 'backup'; file: string; source: string }
+  | ({ kind: 'import' } & ImportOptions)
   | { kind: 'setup'; apps: string[]; url: string; capacity: number; devIdpDir: string }
   | { kind: 'dev assertion'; email: string; audience: string; generation?: number; ttlSeconds?: number; dataDir: string; generationClaim: string }
   | { kind: 'dev init'; dataDir: string; trustedIssuersFile: string }
@@ -307,6 +311,24 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     needs: [],
     build: (a, _o, env) => ({ kind: 'backup', file: a.file!, source: sqliteFile(env) }),
+  },
+  {
+    name: 'import',
+    args: [],
+    summary: "copy a Mozilla tokenserver's nodes and users (MySQL or PostgreSQL) into these stores, keeping every uid",
+    options: {
+      from: { type: 'string', value: 'URL', description: "Mozilla's tokenserver database: mysql://USER:PASSWORD@HOST/DB or postgres://…", required: true },
+      service: { type: 'string', value: 'NAME', description: `Mozilla's service to copy (default ${DEFAULT_MOZILLA_SERVICE})` },
+      app: { type: 'string', value: 'APP', description: 'our application for it (default: the service without its version, e.g. sync)' },
+      'dry-run': { type: 'boolean', description: 'report what would be imported, change nothing' },
+    },
+    needs: ['directory', 'nodeassign'],
+    build: (_a, o) => {
+      const from = required('--from', typeof o.from === 'string' ? o.from : undefined);
+      if (!sourceKind(from)) throw new UsageError('--from: expected a mysql:// or postgres:// URL');
+      const service = typeof o.service === 'string' && o.service !== '' ? o.service : DEFAULT_MOZILLA_SERVICE;
+      return { kind: 'import', from, service, app: appArg(typeof o.app === 'string' ? o.app : appOf(service)), dryRun: o['dry-run'] === true };
+    },
   },
   {
     name: 'setup',

@@ -135,7 +135,13 @@ async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: num
   }
 }
 
-export async function execute(cmd: Command, b: Backends, globals: Globals): Promise<Output> {
+/** Where errors and a long command's progress go: stderr (progress only when it is a terminal). */
+export interface ProgressOutput {
+  stderr(text: string): void;
+  stderrIsTTY?: boolean;
+}
+
+export async function execute(cmd: Command, b: Backends, globals: Globals, io?: ProgressOutput): Promise<Output> {
   switch (cmd.kind) {
     case 'nodes add':
       return nodesAdd(b, cmd);
@@ -187,6 +193,13 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
       const { backupSqlite } = await import('./backup.js');
       const r = await backupSqlite(cmd.source, cmd.file);
       return { json: r, text: `backed up ${r.source} to ${r.file} (${r.pages} pages, ${r.bytes} bytes, integrity ok)\n` };
+    }
+    case 'import': {
+      const { importMozilla, NO_PROGRESS, terminalProgress } = await import('./import.js');
+      const { formatImport, importFailed } = await import('./import-rules.js');
+      const summary = await importMozilla(b, cmd, io?.stderrIsTTY ? terminalProgress((t) => io.stderr(t)) : NO_PROGRESS);
+      // Accounts not imported as Mozilla has them are listed; exit 1 so a script notices.
+      return { json: summary, text: formatImport(summary), code: importFailed(summary) ? 1 : 0 };
     }
     case 'setup':
       return setup(b, cmd);
