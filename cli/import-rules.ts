@@ -276,12 +276,16 @@ export function formatImport(s: ImportSummary): string {
   return lines.join('\n') + '\n';
 }
 
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
 /** The last line: what this run did, in one sentence. */
 export function summaryLine(s: ImportSummary): string {
   if (!changed(s) && !importFailed(s)) {
-    return `nothing to change: every node and account of ${s.service} is here already (${s.nodes.unchanged} nodes, ${s.users.unchanged} accounts)`;
+    return `nothing to change: every node and account of ${s.service} is here already (${plural(s.nodes.unchanged, 'node')}, ${plural(s.users.unchanged, 'account')})`;
   }
   const verb = s.dryRun ? 'would import' : 'imported';
-  const trouble = importFailed(s) ? `; ${s.users.kept + s.users.invalid} accounts and ${s.nodes.invalid} nodes not imported (listed above)` : '';
-  return `${verb} ${s.users.created} accounts and ${s.nodes.created + s.nodes.updated} nodes of ${s.service}${trouble}`;
+  const skipped = `${plural(s.users.kept + s.users.invalid, 'account')} and ${plural(s.nodes.invalid, 'node')} not imported (listed above)`;
+  return `${verb} ${plural(s.users.created, 'account')} and ${plural(s.nodes.created + s.nodes.updated, 'node')} of ${s.service}${importFailed(s) ? `; ${skipped}` : ''}`;
 }
