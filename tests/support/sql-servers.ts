@@ -4,7 +4,7 @@
 // Without the binaries a start answers with the reason to skip.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -51,7 +51,8 @@ async function waitFor<T>(what: string, child: ChildProcess, log: () => string, 
   }
 }
 
-function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+/** Sends `signal` to the server (by default the child itself) and waits for the child to exit. */
+function stopChild(child: ChildProcess, signal: NodeJS.Signals, signalServer: () => unknown = () => child.kill(signal)): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
@@ -59,7 +60,7 @@ function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
       clearTimeout(timer);
       resolve();
     });
-    child.kill(signal);
+    signalServer();
   });
 }
 
@@ -100,6 +101,12 @@ export async function startPostgres(): Promise<Started> {
   const data = path.join(dir, 'data');
   const { default: pg } = await import('pg');
   let child: ChildProcess | undefined;
+  // runuser does not pass SIGINT on: the postmaster's own pid (first line of postmaster.pid) gets it.
+  const fastShutdown = () => {
+    const pidFile = path.join(data, 'postmaster.pid');
+    if (existsSync(pidFile)) process.kill(Number(readFileSync(pidFile, 'utf8').split('\n')[0]), 'SIGINT');
+    else child?.kill('SIGINT');
+  };
   try {
     run(...asPostgresUser(path.join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']));
     const port = await freePort();
@@ -126,13 +133,13 @@ export async function startPostgres(): Promise<Started> {
         async stop() {
           await owner.end().catch(() => undefined);
           // SIGINT: PostgreSQL's fast shutdown.
-          await stopChild(started, 'SIGINT');
+          await stopChild(started, 'SIGINT', fastShutdown);
           rmSync(dir, { recursive: true, force: true });
         },
       },
     };
   } catch (err) {
-    if (child) await stopChild(child, 'SIGINT');
+    if (child) await stopChild(child, 'SIGINT', fastShutdown);
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
