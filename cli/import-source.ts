@@ -43,6 +43,42 @@ function asNumber(v: unknown): number {
   return v === null || v === undefined ? 0 : Number(v);
 }
 
+type Rows = Array<Record<string, unknown>>;
+
+/**
+ * The queries, the same on both servers but for the placeholder: `$1` on
+ * PostgreSQL, `?` on MySQL. `stream` runs the users query as a cursor.
+ */
+function mozillaSource(
+  placeholder: string,
+  query: (sql: string, params?: unknown[]) => Promise<Rows>,
+  stream: (sql: string, params: unknown[]) => AsyncIterable<RawUser>,
+  close: () => Promise<void>,
+): MozillaSource {
+  return {
+    async serviceId(name) {
+      const rows = await query(`SELECT id FROM services WHERE service = ${placeholder}`, [name]);
+      return rows.length > 0 ? asNumber(rows[0].id) : null;
+    },
+    async serviceNames() {
+      return (await query('SELECT service FROM services ORDER BY service')).map((r) => String(r.service));
+    },
+    async nodes(serviceId) {
+      return (await query(`SELECT ${NODES_COLUMNS} FROM nodes WHERE service = ${placeholder} ORDER BY id`, [serviceId])) as unknown as RawNode[];
+    },
+    async userRows(serviceId) {
+      return asNumber((await query(`SELECT count(*) AS n FROM users WHERE service = ${placeholder}`, [serviceId]))[0].n);
+    },
+    async maxUid() {
+      return asNumber((await query('SELECT max(uid) AS m FROM users'))[0].m);
+    },
+    users(serviceId) {
+      return stream(`SELECT ${USERS_COLUMNS} FROM users WHERE service = ${placeholder} ORDER BY email, created_at`, [serviceId]);
+    },
+    close,
+  };
+}
+
 async function openPostgres(url: string): Promise<MozillaSource> {
   const { default: pg } = await import('pg');
   const { default: QueryStream } = await import('pg-query-stream');
@@ -50,31 +86,13 @@ async function openPostgres(url: string): Promise<MozillaSource> {
   await client.connect();
   // A failure after connect (the server going away) arrives as an event; the pending query reports it.
   client.on('error', () => undefined);
-  const one = async (sql: string, params: unknown[] = []) => (await client.query(sql, params)).rows;
-  return {
-    async serviceId(name) {
-      const rows = await one('SELECT id FROM services WHERE service = $1', [name]);
-      return rows.length > 0 ? asNumber(rows[0].id) : null;
-    },
-    async serviceNames() {
-      return (await one('SELECT service FROM services ORDER BY service')).map((r) => String(r.service));
-    },
-    async nodes(serviceId) {
-      return (await one(`SELECT ${NODES_COLUMNS} FROM nodes WHERE service = $1 ORDER BY id`, [serviceId])) as RawNode[];
-    },
-    async userRows(serviceId) {
-      return asNumber((await one('SELECT count(*) AS n FROM users WHERE service = $1', [serviceId]))[0].n);
-    },
-    async maxUid() {
-      return asNumber((await one('SELECT max(uid) AS m FROM users'))[0].m);
-    },
-    users(serviceId) {
-      // A cursor: the server hands the rows over FETCH_ROWS at a time, as the consumer reads them.
-      const sql = `SELECT ${USERS_COLUMNS} FROM users WHERE service = $1 ORDER BY email, created_at`;
-      return client.query(new QueryStream(sql, [serviceId], { batchSize: FETCH_ROWS, highWaterMark: FETCH_ROWS })) as AsyncIterable<RawUser>;
-    },
-    close: () => client.end(),
-  };
+  return mozillaSource(
+    '$1',
+    async (sql, params) => (await client.query(sql, params)).rows,
+    // A cursor: the server hands the rows over FETCH_ROWS at a time, as the consumer reads them.
+    (sql, params) => client.query(new QueryStream(sql, params, { batchSize: FETCH_ROWS, highWaterMark: FETCH_ROWS })) as AsyncIterable<RawUser>,
+    () => client.end(),
+  );
 }
 
 async function openMysql(url: string): Promise<MozillaSource> {
@@ -84,29 +102,11 @@ async function openMysql(url: string): Promise<MozillaSource> {
   conn.on('error', () => undefined);
   const db = conn.promise();
   await db.connect();
-  const one = async (sql: string, params: unknown[] = []) => (await db.query(sql, params))[0] as Array<Record<string, unknown>>;
-  return {
-    async serviceId(name) {
-      const rows = await one('SELECT id FROM services WHERE service = ?', [name]);
-      return rows.length > 0 ? asNumber(rows[0].id) : null;
-    },
-    async serviceNames() {
-      return (await one('SELECT service FROM services ORDER BY service')).map((r) => String(r.service));
-    },
-    async nodes(serviceId) {
-      return (await one(`SELECT ${NODES_COLUMNS} FROM nodes WHERE service = ? ORDER BY id`, [serviceId])) as unknown as RawNode[];
-    },
-    async userRows(serviceId) {
-      return asNumber((await one('SELECT count(*) AS n FROM users WHERE service = ?', [serviceId]))[0].n);
-    },
-    async maxUid() {
-      return asNumber((await one('SELECT max(uid) AS m FROM users'))[0].m);
-    },
-    users(serviceId) {
-      // Rows arrive as the server sends them; the stream pauses the socket while the consumer is busy.
-      const sql = `SELECT ${USERS_COLUMNS} FROM users WHERE service = ? ORDER BY email, created_at`;
-      return conn.query(sql, [serviceId]).stream({ highWaterMark: FETCH_ROWS }) as Readable & AsyncIterable<RawUser>;
-    },
-    close: () => db.end(),
-  };
+  return mozillaSource(
+    '?',
+    async (sql, params) => (await db.query(sql, params))[0] as Rows,
+    // Rows arrive as the server sends them; the stream pauses the socket while the consumer is busy.
+    (sql, params) => conn.query(sql, params).stream({ highWaterMark: FETCH_ROWS }) as Readable & AsyncIterable<RawUser>,
+    () => db.end(),
+  );
 }

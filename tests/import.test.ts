@@ -11,12 +11,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { runCli } from '../cli/run.js';
 import { httpRequest } from '../services/login/testkit.js';
 import { accessToken, keyIdHeader, signingKey, writeJwks, type SigningKey } from './support/oauth.js';
 import { newSecret } from './support/services.js';
 import { startMariadb, startPostgres, type SqlServer, type Started } from './support/sql-servers.js';
-import { APP, startTestStack, TOKEN_PATH, type TestStack } from './support/stack.js';
+import { APP, cliEnv, stackCli, startTestStack, TOKEN_PATH, type TestStack } from './support/stack.js';
 
 const RETIRED = '9223372036854775807';
 const BULK = 20_000;
@@ -119,24 +118,12 @@ async function fillMozilla(db: SqlServer, gatewayUrl: string, sub: string): Prom
 
 const ACCOUNTS = BULK + 7;
 
-function cliEnv(stack: TestStack): Record<string, string> {
-  return { ...stack.env, DIRECTORY_ADDR: stack.directoryAddr, NODEASSIGN_ADDR: stack.nodeAssignAddr } as Record<string, string>;
-}
-
 async function cli(f: Fixture, argv: string[], o: { tty?: boolean } = {}) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, cliEnv(f.stack), { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), stderrIsTTY: o.tty });
+  const run = await stackCli(f.stack, argv, { stderrIsTTY: o.tty });
   // The database password is in --from; no output may show it.
   const password = new URL(f.server.url).password;
-  assert.ok(!stdout.includes(password) && !stderr.includes(password), 'the password is never printed');
-  let json: any;
-  try {
-    json = JSON.parse(stdout);
-  } catch {
-    json = undefined;
-  }
-  return { code, stdout, stderr, json };
+  assert.ok(!run.stdout.includes(password) && !run.stderr.includes(password), 'the password is never printed');
+  return run;
 }
 
 const importArgs = (f: Fixture, ...more: string[]) => ['import', '--from', f.server.url, ...more];
