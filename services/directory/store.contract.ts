@@ -399,6 +399,8 @@ export function userStoreContract(name: string, open: StoreOpener<UserStore>, sk
     assert.match(results.results[0].detail, /uid 101 is above the uids reserved for imports \(100\)/);
     assert.match(results.results[2].detail, /uid 42 appears twice/);
     for (const email of ['a@x', 'b@x', 'c@x', 'd@x']) assert.equal(await store.get('sync', email), null);
+    await assert.rejects(importUsers(store, { users: Array.from({ length: 257 }, () => importSample()), dryRun: true }), /at most 256 users per call/);
+    await assert.rejects(reserveUids(store, { upTo: -1, dryRun: false }), /up_to must be a non-negative integer/);
   });
 }
 
