@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { COMMANDS, commandHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
-import { transportReason } from './commands.js';
+import { transportReason } from './backends.js';
 
 /** Commands that talk to a backend need it; the tests below are about everything else. */
 const INTERNAL_SECRET = 'i'.repeat(32);
@@ -242,6 +242,11 @@ test('transportReason keeps the useful part of grpc-js transport errors', () => 
   assert.equal(
     transportReason('backend unavailable: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:9. Resolution note: '),
     'connect ECONNREFUSED 127.0.0.1:9',
+  );
+  assert.equal(
+    transportReason('backend unavailable: round_robin: No connection established. Last error: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: '),
+    'connect ECONNREFUSED 127.0.0.1:1',
+    'round robin nests the picker error',
   );
   assert.equal(transportReason('backend unavailable: Deadline exceeded after 2.001s'), 'Deadline exceeded after 2.001s');
   assert.equal(transportReason('Name resolution failed for target dns:x.invalid:1'), 'Name resolution failed for target dns:x.invalid:1');

@@ -6,9 +6,12 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULTS, address, applications, domain, grpcTls, int, internalSecret, list, masterSecrets, storeUrl, str, tokenSecretsMode, url, type Env } from '../lib/config.js';
 import { readDevInternalSecret, readDevMasterSecrets } from '../lib/dev-secrets.js';
-import type { ClientAuth } from '../lib/grpc.js';
 import { ConfigError } from '../lib/errors.js';
 import type { TokenSecretsMode } from '../lib/token.js';
+import type { Backend, Globals } from './backends.js';
+import { appOf, DEFAULT_MOZILLA_SERVICE } from './import-rules.js';
+import { sourceKind } from './import-source.js';
+import type { ImportOptions } from './import.js';
 import type { PurgeOptions } from './purge.js';
 
 export const PROGRAM = 'tokenserver-cli';
@@ -20,8 +23,6 @@ export class UsageError extends Error {
     this.name = 'UsageError';
   }
 }
-
-export type Backend = 'directory' | 'nodeassign';
 
 export interface NodePatch {
   capacity?: number;
@@ -40,19 +41,11 @@ export type Command =
   | { kind: 'users list'; app: string; node?: string; replaced: boolean; limit: number; after: string }
   | ({ kind: 'users purge' } & PurgeOptions)
   | { kind: 'backup'; file: string; source: string }
+  | ({ kind: 'import' } & ImportOptions)
   | { kind: 'setup'; apps: string[]; url: string; capacity: number; devIdpDir: string }
   | { kind: 'dev assertion'; email: string; audience: string; generation?: number; ttlSeconds?: number; dataDir: string; generationClaim: string }
   | { kind: 'dev init'; dataDir: string; trustedIssuersFile: string }
   | { kind: 'health'; target: string; service: string };
-
-export interface Globals {
-  json: boolean;
-  deadlineMs: number;
-  /** Only the backends the command talks to are resolved (and validated). */
-  addrs: Partial<Record<Backend, string>>;
-  /** INTERNAL_SECRET (only for commands that talk to a backend) and mutual TLS. */
-  auth: ClientAuth;
-}
 
 export type Parsed = { kind: 'help'; text: string } | { kind: 'run'; command: Command; globals: Globals };
 
@@ -318,6 +311,24 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     needs: [],
     build: (a, _o, env) => ({ kind: 'backup', file: a.file!, source: sqliteFile(env) }),
+  },
+  {
+    name: 'import',
+    args: [],
+    summary: "copy a Mozilla tokenserver's nodes and users (MySQL or PostgreSQL) into these stores, keeping every uid",
+    options: {
+      from: { type: 'string', value: 'URL', description: "Mozilla's tokenserver database: mysql://USER:PASSWORD@HOST/DB or postgres://…", required: true },
+      service: { type: 'string', value: 'NAME', description: `Mozilla's service to copy (default ${DEFAULT_MOZILLA_SERVICE})` },
+      app: { type: 'string', value: 'APP', description: 'our application for it (default: the service without its version, e.g. sync)' },
+      'dry-run': { type: 'boolean', description: 'report what would be imported, change nothing' },
+    },
+    needs: ['directory', 'nodeassign'],
+    build: (_a, o) => {
+      const from = required('--from', typeof o.from === 'string' ? o.from : undefined);
+      if (!sourceKind(from)) throw new UsageError('--from: expected a mysql:// or postgres:// URL');
+      const service = typeof o.service === 'string' && o.service !== '' ? o.service : DEFAULT_MOZILLA_SERVICE;
+      return { kind: 'import', from, service, app: appArg(typeof o.app === 'string' ? o.app : appOf(service)), dryRun: o['dry-run'] === true };
+    },
   },
   {
     name: 'setup',

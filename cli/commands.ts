@@ -1,86 +1,24 @@
-// Executes one parsed CLI command: the I/O edge (gRPC via lib/grpc.ts call(),
+// Executes one parsed CLI command: the I/O edge (gRPC through backends.ts,
 // the development IdP files, health probes). Parsing is in args.ts, text
 // output in format.ts, the glue in run.ts.
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { DEFAULTS } from '../lib/config.js';
-import { Conflict, ProtocolError, RecordNotFound, ServiceUnavailable } from '../lib/errors.js';
-import { call, grpcClient, type ClientAuth } from '../lib/grpc.js';
-import { DirectoryClient } from '../lib/gen/directory.js';
-import { NodeAssignClient, type Node } from '../lib/gen/nodeassign.js';
+import { Conflict, ProtocolError, RecordNotFound } from '../lib/errors.js';
+import { grpcClient, type ClientAuth } from '../lib/grpc.js';
+import type { Node } from '../lib/gen/nodeassign.js';
 import { tokenSecrets } from '../lib/token.js';
-import type { Backend, Command, Globals } from './args.js';
+import type { Command } from './args.js';
+import { CliFailure, type Backends, type Globals } from './backends.js';
 import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser, formatUserList } from './format.js';
 import { formatPurge, purge } from './purge.js';
-
-/** A failure to report in one line (exit 1). */
-export class CliFailure extends Error {}
 
 export interface Output {
   json: unknown;
   text: string;
   /** Exit status when not 0: the command ran but part of it failed (printed in the output). */
   code?: number;
-}
-
-type Clients = { directory: DirectoryClient; nodeassign: NodeAssignClient };
-
-type UnaryMethod<Req, Res> = (
-  req: Req,
-  metadata: grpc.Metadata,
-  options: Partial<grpc.CallOptions>,
-  cb: (err: grpc.ServiceError | null, res: Res) => void,
-) => grpc.ClientUnaryCall;
-
-/** The gRPC clients a command needs, made on first use; transport failures become "cannot reach …". */
-export class Backends {
-  private readonly clients: Partial<Clients> = {};
-
-  constructor(private readonly globals: Globals) {}
-
-  private client<B extends Backend>(backend: B): Clients[B] {
-    const addr = this.addr(backend);
-    this.clients[backend] ??= (backend === 'directory'
-      ? grpcClient(DirectoryClient, addr, this.globals.auth)
-      : grpcClient(NodeAssignClient, addr, this.globals.auth)) as Clients[B];
-    return this.clients[backend] as Clients[B];
-  }
-
-  private addr(backend: Backend): string {
-    const addr = this.globals.addrs[backend];
-    if (!addr) throw new Error(`no address resolved for ${backend}`);
-    return addr;
-  }
-
-  async rpc<B extends Backend, Req, Res>(backend: B, method: (c: Clients[B]) => UnaryMethod<Req, Res>, req: Req): Promise<Res> {
-    const client = this.client(backend);
-    try {
-      return await call(client, method(client), req, { deadlineMs: this.globals.deadlineMs, retryAfter: DEFAULTS.RETRY_AFTER });
-    } catch (e) {
-      // call() reports transport trouble as a plain ServiceUnavailable; the channel state tells it from a server's own 503.
-      if (e instanceof ServiceUnavailable && e.constructor === ServiceUnavailable) {
-        const reason = transportReason(e.message);
-        if (client.getChannel().getConnectivityState(false) !== grpc.connectivityState.READY) {
-          throw new CliFailure(`cannot reach ${backend} at ${this.addr(backend)} (${reason})`);
-        }
-        throw new CliFailure(`${backend} at ${this.addr(backend)}: ${reason}`);
-      }
-      throw e;
-    }
-  }
-
-  close(): void {
-    for (const c of Object.values(this.clients)) c.close();
-  }
-}
-
-/** The useful part of grpc-js's "No connection established. Last error: Error: connect ECONNREFUSED …. Resolution note: …". */
-export function transportReason(message: string): string {
-  const details = message.replace(/^backend unavailable: /, '');
-  const last = /Last error: (?:Error: )?(.*?)(?:\.?\s*Resolution note:.*)?$/s.exec(details);
-  return (last?.[1] || details).trim();
 }
 
 // ---- commands ----
@@ -197,7 +135,13 @@ async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: num
   }
 }
 
-export async function execute(cmd: Command, b: Backends, globals: Globals): Promise<Output> {
+/** Where errors and a long command's progress go: stderr (progress only when it is a terminal). */
+export interface ProgressOutput {
+  stderr(text: string): void;
+  stderrIsTTY?: boolean;
+}
+
+export async function execute(cmd: Command, b: Backends, globals: Globals, io?: ProgressOutput): Promise<Output> {
   switch (cmd.kind) {
     case 'nodes add':
       return nodesAdd(b, cmd);
@@ -249,6 +193,13 @@ export async function execute(cmd: Command, b: Backends, globals: Globals): Prom
       const { backupSqlite } = await import('./backup.js');
       const r = await backupSqlite(cmd.source, cmd.file);
       return { json: r, text: `backed up ${r.source} to ${r.file} (${r.pages} pages, ${r.bytes} bytes, integrity ok)\n` };
+    }
+    case 'import': {
+      const { importMozilla, NO_PROGRESS, terminalProgress } = await import('./import.js');
+      const { formatImport, importFailed } = await import('./import-rules.js');
+      const summary = await importMozilla(b, cmd, io?.stderrIsTTY ? terminalProgress((t) => io.stderr(t)) : NO_PROGRESS);
+      // Accounts not imported as Mozilla has them are listed; exit 1 so a script notices.
+      return { json: summary, text: formatImport(summary), code: importFailed(summary) ? 1 : 0 };
     }
     case 'setup':
       return setup(b, cmd);

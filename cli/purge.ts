@@ -11,7 +11,7 @@ import type { ReplacedUser, User } from '../lib/gen/directory.js';
 import { hawkHeader } from '../lib/hawk.js';
 import { accountIdKey, makeToken, newSalt, tokenSecrets, type TokenSecretsMode } from '../lib/token.js';
 import { accountId, apiEndpoint } from '../services/login/rules.js';
-import type { Backends } from './commands.js';
+import type { Backends } from './backends.js';
 
 export interface PurgeOptions {
   /** '' = every application. */

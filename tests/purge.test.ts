@@ -6,9 +6,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { runCli } from '../cli/run.js';
 import { startDemoApp, type DemoApp } from '../services/demo-app/server.js';
-import { APP, startTestStack, type TestStack } from './support/stack.js';
+import { APP, stackCli, startTestStack, type TestStack } from './support/stack.js';
 
 let stack: TestStack;
 let demo: DemoApp;
@@ -27,19 +26,7 @@ after(async () => {
   await demo.close();
 });
 
-async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string; json: any }> {
-  let stdout = '';
-  let stderr = '';
-  const env = { ...stack.env, DIRECTORY_ADDR: stack.directoryAddr, NODEASSIGN_ADDR: stack.nodeAssignAddr };
-  const code = await runCli(argv, env, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t) });
-  let json: unknown;
-  try {
-    json = JSON.parse(stdout);
-  } catch {
-    json = undefined;
-  }
-  return { code, stdout, stderr, json };
-}
+const cli = (...argv: string[]) => stackCli(stack, argv);
 
 async function loginUid(email: string, clientState?: string): Promise<number> {
   const res = await stack.login(email, { clientState });

@@ -270,6 +270,40 @@ export interface ReleaseEventTokenRequest {
 export interface ReleaseEventTokenReply {
 }
 
+export interface ReserveUidsRequest {
+  /** The highest uid the import may write. */
+  upTo: number;
+  /** Only check: change nothing. */
+  dryRun: boolean;
+}
+
+export interface ReserveUidsReply {
+  /** The counter before and after (equal when it was high enough already). */
+  previous: number;
+  current: number;
+}
+
+export interface ImportUsersRequest {
+  /** At most 256. A retired account has uid 0 (every uid of it replaced). */
+  users: User[];
+  /** Only decide: write nothing. */
+  dryRun: boolean;
+}
+
+export interface ImportUserResult {
+  /**
+   * "created"; "unchanged" (this very record is here already); "kept" (the
+   * account has another record here, which stays); "invalid" (see detail).
+   */
+  result: string;
+  detail: string;
+}
+
+export interface ImportUsersReply {
+  /** One per user, in the order of the request. */
+  results: ImportUserResult[];
+}
+
 function createBaseLoginRequest(): LoginRequest {
   return {
     service: "",
@@ -3588,6 +3622,429 @@ export const ReleaseEventTokenReply: MessageFns<ReleaseEventTokenReply> = {
   },
 };
 
+function createBaseReserveUidsRequest(): ReserveUidsRequest {
+  return { upTo: 0, dryRun: false };
+}
+
+export const ReserveUidsRequest: MessageFns<ReserveUidsRequest> = {
+  encode(message: ReserveUidsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.upTo !== 0) {
+      writer.uint32(8).int64(message.upTo);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReserveUidsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReserveUidsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.upTo = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReserveUidsRequest {
+    return {
+      upTo: isSet(object.upTo)
+        ? globalThis.Number(object.upTo)
+        : isSet(object.up_to)
+        ? globalThis.Number(object.up_to)
+        : 0,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: ReserveUidsRequest): unknown {
+    const obj: any = {};
+    if (message.upTo !== 0) {
+      obj.upTo = Math.round(message.upTo);
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReserveUidsRequest>, I>>(base?: I): ReserveUidsRequest {
+    return ReserveUidsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReserveUidsRequest>, I>>(object: I): ReserveUidsRequest {
+    const message = createBaseReserveUidsRequest();
+    message.upTo = object.upTo ?? 0;
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseReserveUidsReply(): ReserveUidsReply {
+  return { previous: 0, current: 0 };
+}
+
+export const ReserveUidsReply: MessageFns<ReserveUidsReply> = {
+  encode(message: ReserveUidsReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.previous !== 0) {
+      writer.uint32(8).int64(message.previous);
+    }
+    if (message.current !== 0) {
+      writer.uint32(16).int64(message.current);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReserveUidsReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReserveUidsReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.previous = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.current = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReserveUidsReply {
+    return {
+      previous: isSet(object.previous) ? globalThis.Number(object.previous) : 0,
+      current: isSet(object.current) ? globalThis.Number(object.current) : 0,
+    };
+  },
+
+  toJSON(message: ReserveUidsReply): unknown {
+    const obj: any = {};
+    if (message.previous !== 0) {
+      obj.previous = Math.round(message.previous);
+    }
+    if (message.current !== 0) {
+      obj.current = Math.round(message.current);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReserveUidsReply>, I>>(base?: I): ReserveUidsReply {
+    return ReserveUidsReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReserveUidsReply>, I>>(object: I): ReserveUidsReply {
+    const message = createBaseReserveUidsReply();
+    message.previous = object.previous ?? 0;
+    message.current = object.current ?? 0;
+    return message;
+  },
+};
+
+function createBaseImportUsersRequest(): ImportUsersRequest {
+  return { users: [], dryRun: false };
+}
+
+export const ImportUsersRequest: MessageFns<ImportUsersRequest> = {
+  encode(message: ImportUsersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.users) {
+      User.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportUsersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportUsersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.users.push(User.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportUsersRequest {
+    return {
+      users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => User.fromJSON(e)) : [],
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: ImportUsersRequest): unknown {
+    const obj: any = {};
+    if (message.users?.length) {
+      obj.users = message.users.map((e) => User.toJSON(e));
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportUsersRequest>, I>>(base?: I): ImportUsersRequest {
+    return ImportUsersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportUsersRequest>, I>>(object: I): ImportUsersRequest {
+    const message = createBaseImportUsersRequest();
+    message.users = object.users?.map((e) => User.fromPartial(e)) || [];
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseImportUserResult(): ImportUserResult {
+  return { result: "", detail: "" };
+}
+
+export const ImportUserResult: MessageFns<ImportUserResult> = {
+  encode(message: ImportUserResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== "") {
+      writer.uint32(10).string(message.result);
+    }
+    if (message.detail !== "") {
+      writer.uint32(18).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportUserResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportUserResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportUserResult {
+    return {
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: ImportUserResult): unknown {
+    const obj: any = {};
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportUserResult>, I>>(base?: I): ImportUserResult {
+    return ImportUserResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportUserResult>, I>>(object: I): ImportUserResult {
+    const message = createBaseImportUserResult();
+    message.result = object.result ?? "";
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseImportUsersReply(): ImportUsersReply {
+  return { results: [] };
+}
+
+export const ImportUsersReply: MessageFns<ImportUsersReply> = {
+  encode(message: ImportUsersReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      ImportUserResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportUsersReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportUsersReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(ImportUserResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportUsersReply {
+    return {
+      results: globalThis.Array.isArray(object?.results)
+        ? object.results.map((e: any) => ImportUserResult.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ImportUsersReply): unknown {
+    const obj: any = {};
+    if (message.results?.length) {
+      obj.results = message.results.map((e) => ImportUserResult.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportUsersReply>, I>>(base?: I): ImportUsersReply {
+    return ImportUsersReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportUsersReply>, I>>(object: I): ImportUsersReply {
+    const message = createBaseImportUsersReply();
+    message.results = object.results?.map((e) => ImportUserResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type DirectoryService = typeof DirectoryService;
 export const DirectoryService = {
   /** Applies the login rules atomically and returns the user's current record. */
@@ -3768,6 +4225,34 @@ export const DirectoryService = {
       Buffer.from(ReleaseEventTokenReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReleaseEventTokenReply => ReleaseEventTokenReply.decode(value),
   },
+  /**
+   * Import (cli import), step 1: raises the uid counter to at least `up_to`,
+   * so that no uid an import writes is ever handed out again. Refused
+   * (ALREADY_EXISTS) when this store has handed out uids itself since its last
+   * reservation: imported uids could collide with them. Never lowers the counter.
+   */
+  reserveUids: {
+    path: "/tokenserver.directory.v1.Directory/ReserveUids" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReserveUidsRequest): Buffer => Buffer.from(ReserveUidsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReserveUidsRequest => ReserveUidsRequest.decode(value),
+    responseSerialize: (value: ReserveUidsReply): Buffer => Buffer.from(ReserveUidsReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReserveUidsReply => ReserveUidsReply.decode(value),
+  },
+  /**
+   * Import, step 2: writes each record as given, uids included, where the
+   * account has no record yet. Each record is decided on its own.
+   */
+  importUsers: {
+    path: "/tokenserver.directory.v1.Directory/ImportUsers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportUsersRequest): Buffer => Buffer.from(ImportUsersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportUsersRequest => ImportUsersRequest.decode(value),
+    responseSerialize: (value: ImportUsersReply): Buffer => Buffer.from(ImportUsersReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportUsersReply => ImportUsersReply.decode(value),
+  },
 } as const;
 
 export interface DirectoryServer extends UntypedServiceImplementation {
@@ -3828,6 +4313,18 @@ export interface DirectoryServer extends UntypedServiceImplementation {
    * retry is not taken for a replay.
    */
   releaseEventToken: handleUnaryCall<ReleaseEventTokenRequest, ReleaseEventTokenReply>;
+  /**
+   * Import (cli import), step 1: raises the uid counter to at least `up_to`,
+   * so that no uid an import writes is ever handed out again. Refused
+   * (ALREADY_EXISTS) when this store has handed out uids itself since its last
+   * reservation: imported uids could collide with them. Never lowers the counter.
+   */
+  reserveUids: handleUnaryCall<ReserveUidsRequest, ReserveUidsReply>;
+  /**
+   * Import, step 2: writes each record as given, uids included, where the
+   * account has no record yet. Each record is decided on its own.
+   */
+  importUsers: handleUnaryCall<ImportUsersRequest, ImportUsersReply>;
 }
 
 export interface DirectoryClient extends Client {
@@ -4080,6 +4577,46 @@ export interface DirectoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReleaseEventTokenReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Import (cli import), step 1: raises the uid counter to at least `up_to`,
+   * so that no uid an import writes is ever handed out again. Refused
+   * (ALREADY_EXISTS) when this store has handed out uids itself since its last
+   * reservation: imported uids could collide with them. Never lowers the counter.
+   */
+  reserveUids(
+    request: ReserveUidsRequest,
+    callback: (error: ServiceError | null, response: ReserveUidsReply) => void,
+  ): ClientUnaryCall;
+  reserveUids(
+    request: ReserveUidsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReserveUidsReply) => void,
+  ): ClientUnaryCall;
+  reserveUids(
+    request: ReserveUidsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReserveUidsReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Import, step 2: writes each record as given, uids included, where the
+   * account has no record yet. Each record is decided on its own.
+   */
+  importUsers(
+    request: ImportUsersRequest,
+    callback: (error: ServiceError | null, response: ImportUsersReply) => void,
+  ): ClientUnaryCall;
+  importUsers(
+    request: ImportUsersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportUsersReply) => void,
+  ): ClientUnaryCall;
+  importUsers(
+    request: ImportUsersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportUsersReply) => void,
   ): ClientUnaryCall;
 }
 

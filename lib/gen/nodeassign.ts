@@ -74,6 +74,19 @@ export interface RemoveNodeRequest {
   url: string;
 }
 
+export interface ImportNodeRequest {
+  node:
+    | Node
+    | undefined;
+  /** Only decide: write nothing. */
+  dryRun: boolean;
+}
+
+export interface ImportNodeReply {
+  result: string;
+  node: Node | undefined;
+}
+
 function createBaseNode(): Node {
   return { service: "", url: "", capacity: 0, currentLoad: 0, available: 0, downed: false, backoff: false };
 }
@@ -915,6 +928,180 @@ export const RemoveNodeRequest: MessageFns<RemoveNodeRequest> = {
   },
 };
 
+function createBaseImportNodeRequest(): ImportNodeRequest {
+  return { node: undefined, dryRun: false };
+}
+
+export const ImportNodeRequest: MessageFns<ImportNodeRequest> = {
+  encode(message: ImportNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.node !== undefined) {
+      Node.encode(message.node, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportNodeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.node = Node.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportNodeRequest {
+    return {
+      node: isSet(object.node) ? Node.fromJSON(object.node) : undefined,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: ImportNodeRequest): unknown {
+    const obj: any = {};
+    if (message.node !== undefined) {
+      obj.node = Node.toJSON(message.node);
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportNodeRequest>, I>>(base?: I): ImportNodeRequest {
+    return ImportNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportNodeRequest>, I>>(object: I): ImportNodeRequest {
+    const message = createBaseImportNodeRequest();
+    message.node = (object.node !== undefined && object.node !== null) ? Node.fromPartial(object.node) : undefined;
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseImportNodeReply(): ImportNodeReply {
+  return { result: "", node: undefined };
+}
+
+export const ImportNodeReply: MessageFns<ImportNodeReply> = {
+  encode(message: ImportNodeReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== "") {
+      writer.uint32(10).string(message.result);
+    }
+    if (message.node !== undefined) {
+      Node.encode(message.node, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportNodeReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportNodeReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = Node.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportNodeReply {
+    return {
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
+      node: isSet(object.node) ? Node.fromJSON(object.node) : undefined,
+    };
+  },
+
+  toJSON(message: ImportNodeReply): unknown {
+    const obj: any = {};
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
+    if (message.node !== undefined) {
+      obj.node = Node.toJSON(message.node);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportNodeReply>, I>>(base?: I): ImportNodeReply {
+    return ImportNodeReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportNodeReply>, I>>(object: I): ImportNodeReply {
+    const message = createBaseImportNodeReply();
+    message.result = object.result ?? "";
+    message.node = (object.node !== undefined && object.node !== null) ? Node.fromPartial(object.node) : undefined;
+    return message;
+  },
+};
+
 export type NodeAssignService = typeof NodeAssignService;
 export const NodeAssignService = {
   /**
@@ -980,6 +1167,19 @@ export const NodeAssignService = {
     responseSerialize: (value: NodeReply): Buffer => Buffer.from(NodeReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): NodeReply => NodeReply.decode(value),
   },
+  /**
+   * Import (cli import): the node with every field as given (load and free
+   * slots too), added or overwritten. Result "created", "updated" or "unchanged".
+   */
+  importNode: {
+    path: "/tokenserver.nodeassign.v1.NodeAssign/ImportNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportNodeRequest): Buffer => Buffer.from(ImportNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportNodeRequest => ImportNodeRequest.decode(value),
+    responseSerialize: (value: ImportNodeReply): Buffer => Buffer.from(ImportNodeReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportNodeReply => ImportNodeReply.decode(value),
+  },
 } as const;
 
 export interface NodeAssignServer extends UntypedServiceImplementation {
@@ -998,6 +1198,11 @@ export interface NodeAssignServer extends UntypedServiceImplementation {
   updateNode: handleUnaryCall<UpdateNodeRequest, NodeReply>;
   listNodes: handleUnaryCall<ListNodesRequest, ListNodesReply>;
   removeNode: handleUnaryCall<RemoveNodeRequest, NodeReply>;
+  /**
+   * Import (cli import): the node with every field as given (load and free
+   * slots too), added or overwritten. Result "created", "updated" or "unchanged".
+   */
+  importNode: handleUnaryCall<ImportNodeRequest, ImportNodeReply>;
 }
 
 export interface NodeAssignClient extends Client {
@@ -1099,6 +1304,25 @@ export interface NodeAssignClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: NodeReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Import (cli import): the node with every field as given (load and free
+   * slots too), added or overwritten. Result "created", "updated" or "unchanged".
+   */
+  importNode(
+    request: ImportNodeRequest,
+    callback: (error: ServiceError | null, response: ImportNodeReply) => void,
+  ): ClientUnaryCall;
+  importNode(
+    request: ImportNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportNodeReply) => void,
+  ): ClientUnaryCall;
+  importNode(
+    request: ImportNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportNodeReply) => void,
   ): ClientUnaryCall;
 }
 

@@ -75,6 +75,10 @@ test('without the internal secret, or with a wrong one, every call is UNAUTHENTI
       await assert.rejects(call(stranger, stranger.loginBatch, { items: [{ requestId: 'stranger', login: lockOut }] }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.getUser, { service: 'sync', email }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.unassignNode, { service: 'sync', node: before.node }, opts), UNAUTHENTICATED, name);
+      // An import's writes: a reservation up to 2^53 would leave no uid to hand out; a record would take over an account.
+      await assert.rejects(call(stranger, stranger.reserveUids, { upTo: Number.MAX_SAFE_INTEGER, dryRun: false }, opts), UNAUTHENTICATED, name);
+      const taken = { ...before, uid: 1, replaced: [], seenClientStates: [] };
+      await assert.rejects(call(stranger, stranger.importUsers, { users: [{ ...taken, email: freshEmail() }], dryRun: false }, opts), UNAUTHENTICATED, name);
     } finally {
       stranger.close();
     }

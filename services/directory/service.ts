@@ -2,7 +2,7 @@
 // compare-and-set (or an insert for a new user), and decide again on the
 // fresh record when another request wrote first.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { BadRequest, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
+import { BadRequest, Conflict, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { carriedError, logged, MAX_BATCH_ITEMS, unary } from '../../lib/grpc.js';
 import { requestIdFrom } from '../../lib/request-id.js';
 import type { Logger } from '../../lib/log.js';
@@ -38,6 +38,8 @@ import type {
   User,
   UserReply,
 } from '../../lib/gen/directory.js';
+import type { ImportUserResult, ImportUsersReply, ImportUsersRequest, ReserveUidsReply, ReserveUidsRequest } from '../../lib/gen/directory.js';
+import { highestUid, importedRecord, importOutcome, importProblem, uidReservation, type ImportedUser } from './import-rules.js';
 import { assignment, decideLogin, isValidGeneration, raisedGeneration, requestProblem, retirement, type LoginPolicy } from './rules.js';
 import { claimReplaced, removeReplaced, trimSeenClientStates } from './purge-rules.js';
 import type { ListPosition, UserRecord, UserStore } from './store.js';
@@ -283,6 +285,59 @@ export async function loginBatch(store: UserStore, req: LoginBatchRequest, polic
   return { results };
 }
 
+// ---- import (cli import) ----
+
+/** ReserveUids: raises the uid counter for an import (import-rules.ts uidReservation), compare-and-set. */
+export async function reserveUids(store: UserStore, req: ReserveUidsRequest): Promise<ReserveUidsReply> {
+  if (!isValidGeneration(req.upTo)) throw new BadRequest('up_to must be a non-negative integer');
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const counter = await store.uidCounter();
+    const reservation = uidReservation(counter, req.upTo);
+    if ('refused' in reservation) throw new Conflict(reservation.refused);
+    const { next } = reservation;
+    const unchanged = next.value === counter.value && next.imported === counter.imported;
+    if (req.dryRun || unchanged || (await store.setUidCounter(counter, next))) return { previous: counter.value, current: next.value };
+  }
+  throw contention();
+}
+
+function importedUser(u: User): ImportedUser {
+  return {
+    service: u.service,
+    email: u.email,
+    uid: u.uid,
+    node: u.node,
+    generation: u.generation,
+    keysChangedAt: u.keysChangedAt ?? null,
+    clientState: u.clientState,
+    seenClientStates: u.seenClientStates,
+    replaced: u.replaced.map(({ uid, node, replacedAt, released }) => ({ uid, node, replacedAt, released })),
+    createdAt: u.createdAt,
+  };
+}
+
+/** One imported record: written only where the account has none (import-rules.ts importOutcome). */
+async function importUser(store: UserStore, u: ImportedUser, write: { reservedUpTo: number } | null): Promise<ImportUserResult> {
+  const problem = importProblem(u);
+  if (problem) return { result: 'invalid', detail: problem.message };
+  if (write && highestUid(u) > write.reservedUpTo) {
+    return { result: 'invalid', detail: `uid ${highestUid(u)} is above the uids reserved for imports (${write.reservedUpTo}): ReserveUids first` };
+  }
+  const outcome = importOutcome(await store.get(u.service, u.email), u);
+  if (outcome !== 'created' || !write) return { result: outcome, detail: '' };
+  if (await store.insert(importedRecord(u))) return { result: 'created', detail: '' };
+  // Another writer created the account first: decide on its record.
+  return { result: importOutcome(await store.get(u.service, u.email), u), detail: '' };
+}
+
+/** ImportUsers: each record decided on its own; a dry run reads only. */
+export async function importUsers(store: UserStore, req: ImportUsersRequest): Promise<ImportUsersReply> {
+  if (req.users.length > MAX_BATCH_ITEMS) throw new BadRequest(`at most ${MAX_BATCH_ITEMS} users per call`);
+  // Imported uids stay within what ReserveUids set aside, so none can meet a uid handed out here.
+  const write = req.dryRun ? null : { reservedUpTo: (await store.uidCounter()).imported };
+  return { results: await Promise.all(req.users.map((u) => importUser(store, importedUser(u), write))) };
+}
+
 export function directoryService(store: UserStore, log: Logger, policy: LoginPolicy): UntypedServiceImplementation {
   return {
     login: unary<LoginRequest, UserReply>(log, 'Login', async (req) => ({ user: toUser(await login(store, req, policy)) })),
@@ -317,5 +372,7 @@ export function directoryService(store: UserStore, log: Logger, policy: LoginPol
       await store.releaseEventToken(req.key);
       return {};
     }),
+    reserveUids: unary<ReserveUidsRequest, ReserveUidsReply>(log, 'ReserveUids', (req) => reserveUids(store, req)),
+    importUsers: unary<ImportUsersRequest, ImportUsersReply>(log, 'ImportUsers', (req) => importUsers(store, req)),
   };
 }

@@ -5,7 +5,7 @@
 import { Long, type Collection, type Filter } from 'mongodb';
 import { InternalError } from '../../lib/errors.js';
 import { ensureIndexes, isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
-import { mergeCounts, type ListQuery, type NodeCount, type ReplacedUser, type UserRecord, type UserStore } from './store.js';
+import { mergeCounts, type ListQuery, type NodeCount, type ReplacedUser, type UidCounter, type UserRecord, type UserStore } from './store.js';
 
 /** Documents written before these fields existed lack them. */
 type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> & {
@@ -23,6 +23,13 @@ interface EventTokenDoc {
 interface CounterDoc {
   _id: string;
   value: Long | number;
+  /** The uid counter only: how far imports reserved it; missing until the first import. */
+  imported?: Long | number;
+}
+
+/** The driver hands back a number while it is below 2^53 (promoteLongs). */
+function counterNumber(v: Long | number | undefined): number {
+  return v === undefined ? 0 : typeof v === 'number' ? v : v.toNumber();
 }
 
 const UID_COUNTER = 'uid';
@@ -145,9 +152,7 @@ export class MongoUserStore implements UserStore {
       const before = await this.counters.findOneAndUpdate({ _id: UID_COUNTER }, { $inc: { value: 1 } }, { returnDocument: 'before' });
       // open() created it; recreating it here could hand out used uids again.
       if (!before) throw new InternalError('the uid counter document is missing');
-      // The driver hands back a number while it is below 2^53 (promoteLongs).
-      const value = typeof before.value === 'number' ? before.value : before.value.toNumber();
-      return value + 1;
+      return counterNumber(before.value) + 1;
     });
   }
 
@@ -217,6 +222,25 @@ export class MongoUserStore implements UserStore {
   releaseEventToken(key: string): Promise<void> {
     return mongoCall(async () => {
       await this.eventTokens.deleteOne({ _id: key });
+    });
+  }
+
+  uidCounter(): Promise<UidCounter> {
+    return mongoCall(async () => {
+      const doc = await this.counters.findOne({ _id: UID_COUNTER });
+      if (!doc) throw new InternalError('the uid counter document is missing');
+      return { value: counterNumber(doc.value), imported: counterNumber(doc.imported) };
+    });
+  }
+
+  setUidCounter(expected: UidCounter, next: UidCounter): Promise<boolean> {
+    return mongoCall(async () => {
+      // One document holds both, so the guard and the write are one atomic update; a nextUid meanwhile fails the guard.
+      const res = await this.counters.updateOne(
+        { _id: UID_COUNTER, value: expected.value, imported: expected.imported === 0 ? { $not: { $gt: 0 } } : expected.imported },
+        { $set: { value: Long.fromNumber(next.value), imported: Long.fromNumber(next.imported) } },
+      );
+      return res.matchedCount === 1;
     });
   }
 

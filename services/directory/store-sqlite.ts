@@ -4,7 +4,7 @@
 import type Database from 'better-sqlite3';
 import { openSqlite, retryWhileBusy } from '../../lib/sqlite.js';
 import { mergeCounts } from './store.js';
-import type { ListQuery, NodeCount, ReplacedUser, UserRecord, UserStore } from './store.js';
+import type { ListQuery, NodeCount, ReplacedUser, UidCounter, UserRecord, UserStore } from './store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS dir_users (
@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS dir_counters (
   value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO dir_counters (name, value) VALUES ('uid', 0);
+INSERT OR IGNORE INTO dir_counters (name, value) VALUES ('uid_imported', 0);
 CREATE TABLE IF NOT EXISTS dir_event_tokens (
   key TEXT PRIMARY KEY,
   expires_at INTEGER NOT NULL
@@ -84,6 +85,9 @@ function fromRow(row: UserRow): UserRecord {
   };
 }
 
+/** Rolls back a counter write whose second row moved (setUidCounter). */
+class CounterMoved extends Error {}
+
 /** Adds a column that files made before it existed lack, unless it is there. */
 function addColumn(db: Database.Database, name: string, definition: string): void {
   const columns = db.prepare<[], { name: string }>('PRAGMA table_info(dir_users)').all();
@@ -125,6 +129,8 @@ export class SqliteUserStore implements UserStore {
       ),
       byEmail: db.prepare<[string], UserRow>('SELECT * FROM dir_users WHERE email = ? ORDER BY service'),
       nextUid: db.prepare<[], { value: number }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value"),
+      counter: db.prepare<[string], { value: number }>('SELECT value FROM dir_counters WHERE name = ?'),
+      setCounter: db.prepare<[number, string, number]>('UPDATE dir_counters SET value = ? WHERE name = ? AND value = ?'),
       unassign: db.prepare<[string, string]>("UPDATE dir_users SET node = '', version = version + 1 WHERE service = ? AND node = ?"),
       liveCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
         // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
@@ -215,6 +221,25 @@ export class SqliteUserStore implements UserStore {
 
   async releaseEventToken(key: string): Promise<void> {
     this.stmts.releaseEvent.run(key);
+  }
+
+  async uidCounter(): Promise<UidCounter> {
+    return { value: this.stmts.counter.get('uid')!.value, imported: this.stmts.counter.get('uid_imported')!.value };
+  }
+
+  async setUidCounter(expected: UidCounter, next: UidCounter): Promise<boolean> {
+    // Both rows or neither: one immediate transaction, which also holds off other processes' nextUid.
+    const write = this.db.transaction(() => {
+      if (this.stmts.setCounter.run(next.value, 'uid', expected.value).changes !== 1) return false;
+      if (this.stmts.setCounter.run(next.imported, 'uid_imported', expected.imported).changes !== 1) throw new CounterMoved();
+      return true;
+    });
+    try {
+      return write.immediate();
+    } catch (err) {
+      if (err instanceof CounterMoved) return false;
+      throw err;
+    }
   }
 
   async ping(): Promise<void> {

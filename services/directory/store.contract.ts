@@ -5,7 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from './rules.js';
-import { claim, deleteReplaced, listUsers, login } from './service.js';
+import { Conflict } from '../../lib/errors.js';
+import type { User } from '../../lib/gen/directory.js';
+import { claim, deleteReplaced, importUsers, listUsers, login, reserveUids } from './service.js';
 import type { UserRecord, UserStore } from './store.js';
 
 export type StoreOpener<S> = () => Promise<S | null>;
@@ -345,4 +347,91 @@ export function userStoreContract(
     const results = await Promise.all(Array.from({ length: 20 }, () => store.claimEventToken('d'.repeat(64), now + 60_000, now)));
     assert.equal(results.filter(Boolean).length, 1);
   });
+
+  it('uidCounter starts at 0 with nothing imported; setUidCounter is a compare-and-set; nextUid moves the value only', async (store) => {
+    assert.deepEqual(await store.uidCounter(), { value: 0, imported: 0 });
+    assert.equal(await store.setUidCounter({ value: 0, imported: 0 }, { value: 2_000_000_000_000, imported: 2_000_000_000_000 }), true);
+    assert.deepEqual(await store.uidCounter(), { value: 2_000_000_000_000, imported: 2_000_000_000_000 });
+    assert.equal(await store.setUidCounter({ value: 0, imported: 0 }, { value: 5, imported: 5 }), false, 'a stale expectation is refused');
+    assert.equal(await store.nextUid(), 2_000_000_000_001, 'handed-out uids continue above the set value');
+    assert.deepEqual(await store.uidCounter(), { value: 2_000_000_000_001, imported: 2_000_000_000_000 });
+    const moved = { value: 2_000_000_000_000, imported: 2_000_000_000_000 };
+    assert.equal(await store.setUidCounter(moved, { value: 9e12, imported: 9e12 }), false, 'a nextUid in between fails the guard');
+    assert.deepEqual(await store.uidCounter(), { value: 2_000_000_000_001, imported: 2_000_000_000_000 });
+  });
+
+  it('reserveUids raises the counter for an import, never lowers it, and is refused once a uid was handed out here', async (store) => {
+    assert.deepEqual(await reserveUids(store, { upTo: 40, dryRun: true }), { previous: 0, current: 40 });
+    assert.deepEqual(await store.uidCounter(), { value: 0, imported: 0 }, 'a dry run writes nothing');
+    assert.deepEqual(await reserveUids(store, { upTo: 40, dryRun: false }), { previous: 0, current: 40 });
+    assert.deepEqual(await reserveUids(store, { upTo: 7, dryRun: false }), { previous: 40, current: 40 });
+    assert.deepEqual(await reserveUids(store, { upTo: 50, dryRun: false }), { previous: 40, current: 50 });
+    assert.equal(await store.nextUid(), 51);
+    await assert.rejects(reserveUids(store, { upTo: 60, dryRun: false }), (e: Error) => e instanceof Conflict && /handed out uids itself \(up to 51/.test(e.message));
+    await assert.rejects(reserveUids(store, { upTo: 60, dryRun: true }), Conflict);
+    assert.deepEqual(await store.uidCounter(), { value: 51, imported: 50 });
+  });
+
+  it('reserveUids is refused on a store that handed out uids before any import', async (store) => {
+    await store.nextUid();
+    await assert.rejects(reserveUids(store, { upTo: 1, dryRun: false }), Conflict);
+  });
+
+  it('importUsers creates records with their uids, then reports them unchanged; a differing record here is kept', async (store) => {
+    await reserveUids(store, { upTo: 100, dryRun: false });
+    const alice = importSample();
+    const retired = importSample({ email: 'gone@example.com', uid: 0, node: '', clientState: '', seenClientStates: [], replaced: [{ uid: 9, node: '', replacedAt: 5, released: false }] });
+    assert.deepEqual(await importUsers(store, { users: [alice, retired], dryRun: true }), { results: [created, created] });
+    assert.equal(await store.get('sync', alice.email), null, 'a dry run writes nothing');
+    assert.deepEqual(await importUsers(store, { users: [alice, retired], dryRun: false }), { results: [created, created] });
+    const stored = (await store.get('sync', alice.email))!;
+    assert.deepEqual(stored, { ...alice, stateChanges: [], version: 1 });
+    assert.equal((await store.get('sync', retired.email))?.uid, 0);
+    assert.deepEqual(await importUsers(store, { users: [alice, retired], dryRun: false }), { results: [unchanged, unchanged] });
+    // A login here moved the record on: the import leaves it alone.
+    await login(store, { service: 'sync', email: alice.email, generation: 2000, clientState: 'bbbb', keysChangedAt: 1500, allowNewUsers: true }, { clientStateChangesPerDay: 10 });
+    const after = (await store.get('sync', alice.email))!;
+    assert.deepEqual(await importUsers(store, { users: [alice], dryRun: false }), { results: [{ result: 'kept', detail: '' }] });
+    assert.deepEqual(await store.get('sync', alice.email), after);
+  });
+
+  it('importUsers refuses invalid records and uids above the reservation, each on its own', async (store) => {
+    await reserveUids(store, { upTo: 100, dryRun: false });
+    const results = await importUsers(store, {
+      users: [
+        importSample({ email: 'a@x', uid: 101 }),
+        importSample({ email: 'b@x', clientState: 'not valid!' }),
+        importSample({ email: 'c@x', replaced: [{ uid: 42, node: '', replacedAt: 1, released: false }] }),
+        importSample({ email: 'd@x', uid: 0 }),
+        importSample({ email: 'ok@x', uid: 43, replaced: [] }),
+      ],
+      dryRun: false,
+    });
+    assert.deepEqual(results.results.map((r) => r.result), ['invalid', 'invalid', 'invalid', 'invalid', 'created']);
+    assert.match(results.results[0].detail, /uid 101 is above the uids reserved for imports \(100\)/);
+    assert.match(results.results[2].detail, /uid 42 appears twice/);
+    for (const email of ['a@x', 'b@x', 'c@x', 'd@x']) assert.equal(await store.get('sync', email), null);
+    await assert.rejects(importUsers(store, { users: Array.from({ length: 257 }, () => importSample()), dryRun: true }), /at most 256 users per call/);
+    await assert.rejects(reserveUids(store, { upTo: -1, dryRun: false }), /up_to must be a non-negative integer/);
+  });
+}
+
+const created = { result: 'created', detail: '' };
+const unchanged = { result: 'unchanged', detail: '' };
+
+/** A user as ImportUsers carries it: uid 42 on a node, with history. */
+function importSample(overrides: Partial<User> = {}): User {
+  return {
+    service: 'sync',
+    email: 'alice@example.com',
+    uid: 42,
+    node: 'https://node1.example.com',
+    generation: 1000,
+    keysChangedAt: 900,
+    clientState: 'aaaa',
+    seenClientStates: ['0000'],
+    replaced: [{ uid: 17, node: 'https://node0.example.com', replacedAt: 1_600_000_000_000, released: false }],
+    createdAt: 1_500_000_000_000,
+    ...overrides,
+  };
 }

@@ -60,6 +60,12 @@ export interface NodeCount {
   replaced: number;
 }
 
+/** The uid counter: the last uid handed out or reserved, and the highest uid an import reserved (0: none). */
+export interface UidCounter {
+  value: number;
+  imported: number;
+}
+
 export interface UserStore {
   get(service: string, email: string): Promise<UserRecord | null>;
   /** Inserts a new record; false when (service, email) exists already. */
@@ -87,6 +93,10 @@ export interface UserStore {
   claimEventToken(key: string, expiresAt: number, now: number): Promise<boolean>;
   /** Drops a claim (its events were not applied); nothing when there is none. */
   releaseEventToken(key: string): Promise<void>;
+  /** The uid counter and how far imports reserved it (ReserveUids). */
+  uidCounter(): Promise<UidCounter>;
+  /** Writes `next` if the counter is still `expected` (compare-and-set); false when it moved meanwhile. */
+  setUidCounter(expected: UidCounter, next: UidCounter): Promise<boolean>;
   /** Reachability check for health endpoints. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BadRequest } from '../../lib/errors.js';
 import {
+  importedNodeProblem,
+  nodeImportOutcome,
   capacityProblem,
   initialAvailable,
   isEligible,
@@ -126,4 +128,24 @@ test('nodeInputProblem: the first problem of service, url and (when given) capac
   assert.match(nodeInputProblem({ service: '', url: 'nope', capacity: -1 })!.message, /service/);
   assert.match(nodeInputProblem({ service: 'sync', url: 'nope', capacity: -1 })!.message, /url/);
   assert.match(nodeInputProblem({ service: 'sync', url: 'https://a.example.com', capacity: -1 })!.message, /capacity/);
+});
+
+test('importedNodeProblem: a whole node passes; the node fields, a negative or fractional load or slot count do not', () => {
+  const n = node({ url: 'https://a.example.com', currentLoad: 5, capacity: 10, available: 2 });
+  assert.equal(importedNodeProblem(n), null);
+  assert.equal(importedNodeProblem({ ...n, currentLoad: 0, available: 0 }), null);
+  assert.match(importedNodeProblem({ ...n, url: 'ftp://a.example.com' })?.message ?? '', /url/);
+  assert.match(importedNodeProblem({ ...n, capacity: -1 })?.message ?? '', /capacity must be a non-negative integer/);
+  assert.match(importedNodeProblem({ ...n, currentLoad: -1 })?.message ?? '', /current_load must be a non-negative integer/);
+  assert.match(importedNodeProblem({ ...n, currentLoad: 1.5 })?.message ?? '', /current_load/);
+  assert.match(importedNodeProblem({ ...n, available: -1 })?.message ?? '', /available must be a non-negative integer/);
+});
+
+test('nodeImportOutcome: created when missing, unchanged when equal, updated on any difference', () => {
+  const n = node({ url: 'https://a.example.com', currentLoad: 5, capacity: 10, available: 2 });
+  assert.equal(nodeImportOutcome(null, n), 'created');
+  assert.equal(nodeImportOutcome({ ...n }, n), 'unchanged');
+  for (const d of [{ capacity: 11 }, { currentLoad: 6 }, { available: 3 }, { downed: true }, { backoff: true }]) {
+    assert.equal(nodeImportOutcome({ ...n, ...d }, n), 'updated', JSON.stringify(d));
+  }
 });

@@ -86,3 +86,26 @@ export function capacityProblem(capacity: number): BadRequest | null {
 export function nodeInputProblem(input: { service: string; url: string; capacity?: number }): BadRequest | null {
   return serviceProblem(input.service) ?? urlProblem(input.url) ?? (input.capacity === undefined ? null : capacityProblem(input.capacity));
 }
+
+/** A node an import carries whole (cli import): the fields of a new node, plus a load and free slots. */
+export function importedNodeProblem(n: NodeRecord): BadRequest | null {
+  const problem = nodeInputProblem(n);
+  if (problem) return problem;
+  if (!Number.isSafeInteger(n.currentLoad) || n.currentLoad < 0) return new BadRequest('current_load must be a non-negative integer');
+  if (!Number.isSafeInteger(n.available) || n.available < 0) return new BadRequest('available must be a non-negative integer');
+  return null;
+}
+
+export type NodeImportOutcome = 'created' | 'updated' | 'unchanged';
+
+/** Importing `incoming` over `stored`: the imported state wins, so a node registered here before takes it. */
+export function nodeImportOutcome(stored: NodeRecord | null, incoming: NodeRecord): NodeImportOutcome {
+  if (!stored) return 'created';
+  const same =
+    stored.capacity === incoming.capacity &&
+    stored.currentLoad === incoming.currentLoad &&
+    stored.available === incoming.available &&
+    stored.downed === incoming.downed &&
+    stored.backoff === incoming.backoff;
+  return same ? 'unchanged' : 'updated';
+}

@@ -65,6 +65,8 @@ test('without the internal secret, or with a wrong one, every call is UNAUTHENTI
       await assert.rejects(call(stranger, stranger.addNode, { service, url: 'https://evil.example', capacity: 1000 }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.listNodes, { service }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.allocate, { service }, opts), UNAUTHENTICATED, name);
+      const node = { service, url: 'https://evil.example', capacity: 1000, currentLoad: 0, available: 1000, downed: false, backoff: false };
+      await assert.rejects(call(stranger, stranger.importNode, { node, dryRun: false }, opts), UNAUTHENTICATED, name);
     } finally {
       stranger.close();
     }

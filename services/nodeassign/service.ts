@@ -3,7 +3,7 @@
 // request took the last slot), and opens new slots on every node that has room
 // (in backoff or not) when no candidate is left.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { Conflict, NoNodeAvailable, RecordNotFound } from '../../lib/errors.js';
+import { BadRequest, Conflict, NoNodeAvailable, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { unary } from '../../lib/grpc.js';
 import type { Logger } from '../../lib/log.js';
 import type {
@@ -16,7 +16,17 @@ import type {
   RemoveNodeRequest,
   UpdateNodeRequest,
 } from '../../lib/gen/nodeassign.js';
-import { capacityProblem, initialAvailable, nodeInputProblem, rankNodes, releasedAvailable, serviceProblem } from './rules.js';
+import type { ImportNodeReply, ImportNodeRequest } from '../../lib/gen/nodeassign.js';
+import {
+  capacityProblem,
+  importedNodeProblem,
+  initialAvailable,
+  nodeImportOutcome,
+  nodeInputProblem,
+  rankNodes,
+  releasedAvailable,
+  serviceProblem,
+} from './rules.js';
 import type { NodeRecord, NodeStore } from './store.js';
 
 /** Candidates read per round: enough to get past the few that concurrent requests just filled. */
@@ -78,6 +88,22 @@ export async function updateNode(store: NodeStore, req: UpdateNodeRequest): Prom
   return updated;
 }
 
+/** ImportNode: the node as given, added or overwritten (rules.ts nodeImportOutcome), compare-and-set. */
+export async function importNode(store: NodeStore, req: ImportNodeRequest): Promise<ImportNodeReply> {
+  if (!req.node) throw new BadRequest('node is required');
+  const incoming: NodeRecord = { ...req.node };
+  fail(importedNodeProblem(incoming));
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const stored = await store.get(incoming.service, incoming.url);
+    const result = nodeImportOutcome(stored, incoming);
+    const done = req.dryRun || result === 'unchanged';
+    if (done || (stored ? await store.replace(incoming, stored) : await store.add(incoming))) {
+      return { result, node: done ? (stored ?? incoming) : incoming };
+    }
+  }
+  throw new ServiceUnavailable(`node ${incoming.url} is too busy to import now`);
+}
+
 export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number): UntypedServiceImplementation {
   return {
     // NodeRecord has exactly the fields of the proto Node.
@@ -99,5 +125,6 @@ export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: nu
       if (!removed) throw new RecordNotFound(`no node ${req.url} for ${req.service}`);
       return { node: removed };
     }),
+    importNode: unary<ImportNodeRequest, ImportNodeReply>(log, 'ImportNode', (req) => importNode(store, req)),
   };
 }

@@ -224,6 +224,18 @@ export class MongoNodeStore implements NodeStore {
     });
   }
 
+  replace(node: NodeRecord, expected: NodeRecord): Promise<boolean> {
+    return mongoCall(async () => {
+      const { service, url, capacity, currentLoad, available, downed, backoff } = expected;
+      const next = toDoc(node);
+      const res = await this.nodes.updateOne(
+        { service, url, capacity, currentLoad, available, downed, backoff },
+        { $set: { capacity: next.capacity, currentLoad: next.currentLoad, available: next.available, downed: next.downed, backoff: next.backoff, ratio: next.ratio } },
+      );
+      return res.matchedCount === 1;
+    });
+  }
+
   releasable(service: string): Promise<NodeRecord[]> {
     return mongoCall(async () => {
       // rules.ts isReleasable; backoff is no bar.

@@ -53,6 +53,25 @@ function fromRow(row: NodeRow): NodeRecord {
 
 const bit = (b: boolean | undefined) => (b === undefined ? null : b ? 1 : 0);
 
+/** capacity, current_load, available, downed, backoff: what replace() writes and guards. */
+type NodeState = [number, number, number, number, number];
+
+function state(n: NodeRecord): NodeState {
+  return [n.capacity, n.currentLoad, n.available, bit(n.downed)!, bit(n.backoff)!];
+}
+
+function toRow(node: NodeRecord): NodeRow {
+  return {
+    service: node.service,
+    url: node.url,
+    capacity: node.capacity,
+    current_load: node.currentLoad,
+    available: node.available,
+    downed: bit(node.downed)!,
+    backoff: bit(node.backoff)!,
+  };
+}
+
 export class SqliteNodeStore implements NodeStore {
   private readonly stmts;
 
@@ -86,6 +105,10 @@ export class SqliteNodeStore implements NodeStore {
       setAvailable: db.prepare<[number, string, string, number, number]>(
         'UPDATE na_nodes SET available = ? WHERE service = ? AND url = ? AND current_load = ? AND available = ?',
       ),
+      replace: db.prepare<[...NodeState, string, string, ...NodeState]>(
+        `UPDATE na_nodes SET capacity = ?, current_load = ?, available = ?, downed = ?, backoff = ?
+         WHERE service = ? AND url = ? AND capacity = ? AND current_load = ? AND available = ? AND downed = ? AND backoff = ?`,
+      ),
       releasable: db.prepare<[string], NodeRow>(`SELECT * FROM na_nodes WHERE service = ? AND ${RELEASABLE} ORDER BY url`),
       ping: db.prepare('SELECT 1'),
     };
@@ -103,16 +126,7 @@ export class SqliteNodeStore implements NodeStore {
   }
 
   async add(node: NodeRecord): Promise<boolean> {
-    const row: NodeRow = {
-      service: node.service,
-      url: node.url,
-      capacity: node.capacity,
-      current_load: node.currentLoad,
-      available: node.available,
-      downed: bit(node.downed)!,
-      backoff: bit(node.backoff)!,
-    };
-    return this.stmts.add.run(row).changes === 1;
+    return this.stmts.add.run(toRow(node)).changes === 1;
   }
 
   async get(service: string, url: string): Promise<NodeRecord | null> {
@@ -157,6 +171,10 @@ export class SqliteNodeStore implements NodeStore {
 
   async setAvailable(node: NodeRecord, available: number): Promise<boolean> {
     return this.stmts.setAvailable.run(available, node.service, node.url, node.currentLoad, node.available).changes === 1;
+  }
+
+  async replace(node: NodeRecord, expected: NodeRecord): Promise<boolean> {
+    return this.stmts.replace.run(...state(node), expected.service, expected.url, ...state(expected)).changes === 1;
   }
 
   async releasable(service: string): Promise<NodeRecord[]> {

@@ -4,6 +4,8 @@
 // (then each test is skipped with the reason printed).
 import assert from 'node:assert/strict';
 import { storeTest, type StoreOpener } from '../directory/store.contract.js';
+import { BadRequest } from '../../lib/errors.js';
+import { importNode } from './service.js';
 import type { NodeRecord, NodeStore } from './store.js';
 
 export function sampleNode(overrides: Partial<NodeRecord> = {}): NodeRecord {
@@ -232,5 +234,36 @@ export function nodeStoreContract(
       ...Array.from({ length: 10 }, () => store.claim('sync', node.url)),
     ]);
     assert.deepEqual(await store.get('sync', node.url), { ...node, currentLoad: 40, available: 60 });
+  });
+
+  it('replace writes every field when the stored node still equals the expected one, and nothing otherwise', async (store) => {
+    const node = sampleNode({ capacity: 10, currentLoad: 2, available: 3 });
+    await store.add(node);
+    const next = { ...node, capacity: 500, currentLoad: 120, available: 7, downed: true, backoff: true };
+    assert.equal(await store.replace(next, { ...node, currentLoad: 3 }), false, 'a stale load fails the guard');
+    assert.deepEqual(await store.get('sync', node.url), node);
+    assert.equal(await store.replace(next, node), true);
+    assert.deepEqual(await store.get('sync', node.url), next);
+    assert.equal(await store.replace(node, sampleNode({ url: 'https://missing.example.com' })), false);
+    // The candidate index follows the new load and flags.
+    assert.deepEqual(await store.candidates('sync', 5), []);
+    assert.equal(await store.replace({ ...next, downed: false, backoff: false }, next), true);
+    assert.deepEqual((await store.candidates('sync', 5)).map((n) => n.currentLoad), [120]);
+  });
+
+  it('importNode adds a node with its load and slots, overwrites a differing one, and reports an equal one unchanged', async (store) => {
+    const node = sampleNode({ capacity: 800, currentLoad: 640, available: 12, backoff: true });
+    assert.deepEqual(await importNode(store, { node, dryRun: true }), { result: 'created', node });
+    assert.equal(await store.get('sync', node.url), null, 'a dry run writes nothing');
+    assert.deepEqual(await importNode(store, { node, dryRun: false }), { result: 'created', node });
+    assert.deepEqual(await store.get('sync', node.url), node);
+    assert.deepEqual(await importNode(store, { node, dryRun: false }), { result: 'unchanged', node });
+    const registered = { ...node, capacity: 1000, currentLoad: 0, available: 100, backoff: false };
+    await store.replace(registered, node);
+    assert.deepEqual(await importNode(store, { node, dryRun: true }), { result: 'updated', node: registered });
+    assert.deepEqual(await importNode(store, { node, dryRun: false }), { result: 'updated', node });
+    assert.deepEqual(await store.get('sync', node.url), node);
+    await assert.rejects(importNode(store, { node: { ...node, url: 'https://n.example.com/' }, dryRun: false }), BadRequest);
+    await assert.rejects(importNode(store, { node: { ...node, currentLoad: -1 }, dryRun: false }), /current_load must be a non-negative integer/);
   });
 }

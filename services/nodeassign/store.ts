@@ -46,6 +46,12 @@ export interface NodeStore {
    * (compare-and-set); false when it changed meanwhile.
    */
   setAvailable(node: NodeRecord, available: number): Promise<boolean>;
+  /**
+   * Writes every field of `node` (load and slots too) if the stored node still
+   * equals `expected` field for field (compare-and-set); false when it changed
+   * meanwhile or is gone. For imports, which carry a node's whole state.
+   */
+  replace(node: NodeRecord, expected: NodeRecord): Promise<boolean>;
   /** Nodes of `service` whose slots may be opened again (rules.ts isReleasable), in backoff or not; ordered by url. */
   releasable(service: string): Promise<NodeRecord[]>;
   /** Reachability check for health endpoints. */

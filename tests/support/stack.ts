@@ -11,6 +11,7 @@ import { hawkHeader } from '../../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../../lib/idp.js';
 import { httpRequest, jsonOrUndefined, type HttpResponse } from '../../services/login/testkit.js';
 import { startStack, type Stack } from '../../scripts/stack.js';
+import { runCli } from '../../cli/run.js';
 import { newSecret, TEST_AUTH } from './services.js';
 import type { Token } from '../../sdk/index.js';
 
@@ -143,6 +144,27 @@ export async function startTestStack(extra: Env = {}): Promise<TestStack> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The environment of an operator CLI that talks to `stack`'s directory and nodeassign. */
+export function cliEnv(stack: TestStack): Env {
+  return { ...stack.env, DIRECTORY_ADDR: stack.directoryAddr, NODEASSIGN_ADDR: stack.nodeAssignAddr };
+}
+
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** stdout parsed, when it is JSON (--json). */
+  json: any;
+}
+
+/** The operator CLI in this process (runCli, what cli/main.ts runs), against `stack`. */
+export async function stackCli(stack: TestStack, argv: string[], o: { stderrIsTTY?: boolean } = {}): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, cliEnv(stack), { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t), stderrIsTTY: o.stderrIsTTY });
+  return { code, stdout, stderr, json: jsonOrUndefined(stdout) };
 }
 
 /** The DESIGN §3 error body: `{"status", "errors": [{location, name, description}]}`. */

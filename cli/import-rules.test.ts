@@ -1,0 +1,247 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from '../services/directory/rules.js';
+import {
+  accounts,
+  appOf,
+  emptySummary,
+  formatImport,
+  importFailed,
+  parseNode,
+  parseUser,
+  progressLine,
+  redactUrl,
+  resolveAccount,
+  RowProblem,
+  summaryLine,
+  type MozillaUser,
+  type RawUser,
+} from './import-rules.js';
+
+const NODES = new Map([
+  [1, 'https://a.example.com'],
+  [2, 'https://b.example.com'],
+]);
+const nodeUrl = (id: number) => NODES.get(id);
+
+function row(o: Partial<MozillaUser> = {}): MozillaUser {
+  return { uid: 10, email: 'x@example.com', generation: 5, clientState: 'aa', createdAt: 1000, replacedAt: null, nodeid: 1, keysChangedAt: null, ...o };
+}
+
+test('parseUser: BIGINT strings and INT numbers, NULLs, and the tombstone generation', () => {
+  const raw: RawUser = {
+    uid: '9007199254740991',
+    email: 'x@example.com',
+    generation: '9223372036854775807',
+    client_state: '',
+    created_at: 5,
+    replaced_at: null,
+    nodeid: '3',
+    keys_changed_at: null,
+  };
+  assert.deepEqual(parseUser(raw), {
+    uid: Number.MAX_SAFE_INTEGER,
+    email: 'x@example.com',
+    generation: 'retired',
+    clientState: '',
+    createdAt: 5,
+    replacedAt: null,
+    nodeid: 3,
+    keysChangedAt: null,
+  });
+  assert.deepEqual(parseUser({ ...raw, generation: 7n, replaced_at: '6', keys_changed_at: 8 }), {
+    ...parseUser(raw),
+    generation: 7,
+    replacedAt: 6,
+    keysChangedAt: 8,
+  });
+});
+
+test('parseUser: a value beyond 2^53, a negative one, or one that is no integer is a RowProblem naming the column', () => {
+  const raw: RawUser = { uid: 1, email: 'x', generation: 1, client_state: '', created_at: 1, replaced_at: null, nodeid: 1, keys_changed_at: null };
+  const cases: Array<[Partial<RawUser>, RegExp]> = [
+    [{ uid: '9007199254740992' }, /uid 9007199254740992 is out of range/],
+    [{ generation: '9223372036854775806' }, /generation .* is out of range/],
+    [{ created_at: -1 }, /created_at -1 is out of range/],
+    [{ nodeid: 1.5 }, /nodeid is not an integer: 1\.5/],
+    [{ replaced_at: 'x' }, /replaced_at is not an integer: x/],
+    [{ uid: null }, /uid is not an integer: null/],
+  ];
+  for (const [o, message] of cases) assert.throws(() => parseUser({ ...raw, ...o }), (e: Error) => e instanceof RowProblem && message.test(e.message));
+});
+
+test('parseNode: a nodes row as a node of the application, flags from integers', () => {
+  const raw = { id: '11', node: 'https://a.example.com', available: 3, current_load: 40, capacity: 100, downed: 0, backoff: 1 };
+  assert.deepEqual(parseNode(raw, 'sync'), {
+    id: 11,
+    node: { service: 'sync', url: 'https://a.example.com', capacity: 100, currentLoad: 40, available: 3, downed: false, backoff: true },
+  });
+  assert.throws(() => parseNode({ ...raw, capacity: -1 }, 'sync'), RowProblem);
+});
+
+test('appOf: the service name without its version', () => {
+  assert.equal(appOf('sync-1.5'), 'sync');
+  assert.equal(appOf('sync-1.1'), 'sync');
+  assert.equal(appOf('my-notes-2'), 'my-notes');
+  assert.equal(appOf('sync'), 'sync');
+  assert.equal(appOf('sync-beta'), 'sync-beta');
+});
+
+test('resolveAccount: one live row is the record, its node by id, no history', () => {
+  const r = resolveAccount([row({ keysChangedAt: 4 })], 'sync', nodeUrl);
+  assert.deepEqual(r, {
+    user: {
+      service: 'sync',
+      email: 'x@example.com',
+      uid: 10,
+      node: 'https://a.example.com',
+      generation: 5,
+      clientState: 'aa',
+      seenClientStates: [],
+      replaced: [],
+      createdAt: 1000,
+      keysChangedAt: 4,
+    },
+    severalLive: false,
+    retired: false,
+    unassigned: false,
+    replacedDropped: 0,
+  });
+  assert.equal('keysChangedAt' in resolveAccount([row()], 'sync', nodeUrl).user, false, 'no keys_changed_at: none');
+});
+
+test('resolveAccount: replaced rows become replaced uids (oldest first) and their client states seen ones', () => {
+  const rows = [
+    row({ uid: 12, generation: 9, clientState: 'cc', createdAt: 3000 }),
+    row({ uid: 10, generation: 5, clientState: 'aa', createdAt: 1000, replacedAt: 2000, nodeid: 2 }),
+    row({ uid: 11, generation: 7, clientState: 'bb', createdAt: 2000, replacedAt: 3000, nodeid: 9 }),
+  ];
+  const { user, severalLive } = resolveAccount(rows, 'sync', nodeUrl);
+  assert.equal(user.uid, 12);
+  assert.equal(user.createdAt, 1000, 'the account was first seen with its oldest row');
+  assert.deepEqual(user.seenClientStates, ['aa', 'bb']);
+  assert.deepEqual(user.replaced, [
+    { uid: 10, node: 'https://b.example.com', replacedAt: 2000, released: false },
+    { uid: 11, node: '', replacedAt: 3000, released: false },
+  ]);
+  assert.equal(severalLive, false);
+});
+
+test('resolveAccount: of several live rows the highest generation wins, then the newest, then the highest uid; the others are replaced at its creation', () => {
+  const older = row({ uid: 20, generation: 9, createdAt: 1000 });
+  const newer = row({ uid: 21, generation: 8, createdAt: 2000, clientState: 'bb' });
+  const a = resolveAccount([newer, older], 'sync', nodeUrl);
+  assert.equal(a.user.uid, 20, 'higher generation beats newer');
+  assert.equal(a.severalLive, true);
+  assert.deepEqual(a.user.replaced, [{ uid: 21, node: 'https://a.example.com', replacedAt: 1000, released: false }]);
+  assert.deepEqual(a.user.seenClientStates, ['bb']);
+  assert.equal(resolveAccount([row({ uid: 30, createdAt: 1 }), row({ uid: 31, createdAt: 2 })], 'sync', nodeUrl).user.uid, 31, 'then the newer');
+  assert.equal(resolveAccount([row({ uid: 41 }), row({ uid: 40 })], 'sync', nodeUrl).user.uid, 41, 'then the higher uid');
+});
+
+test('resolveAccount: seen states leave out the empty state, the current one and repeats', () => {
+  const rows = [
+    row({ uid: 5, clientState: 'cc', createdAt: 50 }),
+    row({ uid: 1, clientState: '', createdAt: 10, replacedAt: 20 }),
+    row({ uid: 2, clientState: 'aa', createdAt: 20, replacedAt: 30 }),
+    row({ uid: 3, clientState: 'cc', createdAt: 30, replacedAt: 40 }),
+    row({ uid: 4, clientState: 'aa', createdAt: 40, replacedAt: 50 }),
+  ];
+  assert.deepEqual(resolveAccount(rows, 'sync', nodeUrl).user.seenClientStates, ['aa']);
+});
+
+test('resolveAccount: a deleted account (tombstone generation) has no live uid: uid 0, every row replaced', () => {
+  const rows = [row({ uid: 7, generation: 'retired', replacedAt: 900, keysChangedAt: 3 }), row({ uid: 8, generation: 'retired', createdAt: 1001, replacedAt: 900, nodeid: 2 })];
+  const r = resolveAccount(rows, 'sync', nodeUrl);
+  assert.equal(r.retired, true);
+  assert.equal(r.unassigned, false);
+  assert.deepEqual(
+    { ...r.user },
+    {
+      service: 'sync',
+      email: 'x@example.com',
+      uid: 0,
+      node: '',
+      generation: 0,
+      clientState: '',
+      seenClientStates: [],
+      replaced: [
+        { uid: 7, node: 'https://a.example.com', replacedAt: 900, released: false },
+        { uid: 8, node: 'https://b.example.com', replacedAt: 900, released: false },
+      ],
+      createdAt: 1000,
+    },
+  );
+});
+
+test('resolveAccount: a current row that Mozilla replaced, or whose node is gone, keeps its uid without a node', () => {
+  const replaced = resolveAccount([row({ replacedAt: 2000 })], 'sync', nodeUrl);
+  assert.deepEqual([replaced.user.uid, replaced.user.node, replaced.unassigned, replaced.user.replaced], [10, '', true, []]);
+  const gone = resolveAccount([row({ nodeid: 77 })], 'sync', nodeUrl);
+  assert.deepEqual([gone.user.uid, gone.user.node, gone.unassigned], [10, '', true]);
+});
+
+test('resolveAccount: the e-mail is normalised as login normalises it', () => {
+  assert.equal(resolveAccount([row({ email: 'Bob@Example.COM' })], 'sync', nodeUrl).user.email, 'Bob@example.com');
+});
+
+test('resolveAccount: beyond the caps the newest replaced uids and seen states are kept, and the dropped uids counted', () => {
+  const n = MAX_REPLACED + 5;
+  const old = Array.from({ length: n }, (_, i) => row({ uid: 100 + i, clientState: `s${i}`, createdAt: i, replacedAt: i + 1 }));
+  const r = resolveAccount([row({ uid: 1, clientState: 'now', createdAt: 10_000 }), ...old], 'sync', nodeUrl);
+  assert.equal(r.user.replaced.length, MAX_REPLACED);
+  assert.equal(r.user.replaced[0].uid, 105);
+  assert.equal(r.replacedDropped, 5);
+  assert.equal(r.user.seenClientStates.length, MAX_SEEN_CLIENT_STATES);
+  assert.equal(r.user.seenClientStates.at(-1), `s${n - 1}`);
+  assert.throws(() => resolveAccount([], 'sync', nodeUrl));
+});
+
+test('accounts: consecutive rows of one e-mail come out together', async () => {
+  async function* source() {
+    for (const email of ['a', 'a', 'b', 'c', 'c', 'c']) yield { email };
+  }
+  const groups: string[][] = [];
+  for await (const g of accounts(source())) groups.push(g.map((r) => r.email));
+  assert.deepEqual(groups, [['a', 'a'], ['b'], ['c', 'c', 'c']]);
+  async function* none(): AsyncGenerator<{ email: string }> {}
+  for await (const g of accounts(none())) assert.fail(`no group expected, got ${JSON.stringify(g)}`);
+});
+
+test('redactUrl hides the password only', () => {
+  assert.equal(redactUrl('mysql://user:s3cret@db.example:3306/tokenserver'), 'mysql://user:***@db.example:3306/tokenserver');
+  assert.equal(redactUrl('postgres://user@db/ts'), 'postgres://user@db/ts');
+  assert.equal(redactUrl('not a url'), '(unparseable URL)');
+});
+
+test('progressLine: a bar, the share and the counts; an empty table is done', () => {
+  assert.equal(progressLine(0, 200, 10), '[..........]   0%  0/200 rows');
+  assert.equal(progressLine(90, 200, 10), '[#####.....]  45%  90/200 rows');
+  assert.equal(progressLine(200, 200, 10), '[##########] 100%  200/200 rows');
+  assert.equal(progressLine(250, 200, 10), '[##########] 100%  250/200 rows');
+  assert.equal(progressLine(0, 0, 4), '[####] 100%  0/0 rows');
+});
+
+test('formatImport and summaryLine: what changed, what would, nothing, and what was not imported', () => {
+  const s = emptySummary('postgres://u:***@db/ts', 'sync-1.5', 'sync', false);
+  assert.equal(importFailed(s), false);
+  assert.equal(summaryLine(s), 'nothing to change: every node and account of sync-1.5 is here already (0 nodes, 0 accounts)');
+  s.uidCounter = { previous: 0, current: 90 };
+  assert.equal(summaryLine(s), 'imported 0 accounts and 0 nodes of sync-1.5', 'a raised counter is a change');
+  Object.assign(s, { accounts: 3, rows: 5, retired: 1, replacedUids: 2, replacedDropped: 4 });
+  s.users = { created: 1, unchanged: 0, kept: 1, invalid: 1 };
+  s.nodes = { created: 1, updated: 0, unchanged: 0, invalid: 0 };
+  s.problems = [{ what: 'k@x', uids: [4, 5], result: 'kept', detail: 'it stays' }];
+  const text = formatImport(s);
+  assert.equal(importFailed(s), true);
+  assert.match(text, /^postgres:\/\/u:\*\*\*@db\/ts, service sync-1\.5 → application sync\n/);
+  assert.match(text, /\naccounts: 3 \(from 5 rows\): 1 created, 0 unchanged, 1 kept as they are here, 1 invalid\n/);
+  assert.match(text, /\n {2}4 oldest replaced uids beyond the 100 a record keeps were left out/);
+  assert.match(text, /\n {2}kept: k@x \(uid 4, 5\): it stays\n {2}… and 1 more\n/);
+  assert.match(text, /\nimported 1 account and 1 node of sync-1\.5; 2 accounts and 0 nodes not imported \(listed above\)\n$/);
+  const dry = formatImport({ ...s, dryRun: true, problems: [], users: { created: 2, unchanged: 0, kept: 0, invalid: 0 } });
+  assert.match(dry, /^dry run: nothing written\. /);
+  assert.match(dry, /nodes: 1 would be created/);
+  assert.match(dry, /uid counter: 0 → 90 \(would be\)/);
+  assert.match(dry, /\nwould import 2 accounts and 1 node of sync-1\.5\n$/);
+});
