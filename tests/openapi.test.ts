@@ -61,8 +61,12 @@ test('200: a token (GET, HEAD, ?duration), with the caller’s X-Request-Id echo
   await get(TOKEN, { Authorization: await sys.auth(email) }, { method: 'HEAD', status: 200 });
 });
 
-test('400: a malformed X-Client-State', async () => {
+test('400: a malformed X-Client-State, or Authorization sent twice', async () => {
   await get(TOKEN, { Authorization: await sys.auth(sys.newEmail()), 'X-Client-State': 'not valid!' }, { status: 400, statusString: 'error' });
+  const auth = await sys.auth(sys.newEmail());
+  // An array value is sent as one header line per value: the same header twice.
+  const res = await httpRequest(`${sys.login.url}${TOKEN}`, { headers: { Authorization: [auth, auth] } as unknown as Record<string, string> });
+  conforms(res, 'GET', TOKEN, { status: 400, statusString: 'error' });
 });
 
 test('401: every status string', async () => {
@@ -122,7 +126,7 @@ test('heartbeat, lbheartbeat and version; no /metrics on the public port', async
   assert.equal(metrics.status, 404, 'served on LOGIN_METRICS_PORT only');
 });
 
-test('Bearer: 200, invalid-key-id, invalid-keysChangedAt; the webhook: 200, 400, 401 (DESIGN §9)', async () => {
+test('Bearer: 200, invalid-key-id, invalid-keysChangedAt; the webhook: 200, 400, 401, 413 (DESIGN §9)', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'openapi-bearer-'));
   try {
     const [key, hook] = await Promise.all([signingKey('RS256', 'k'), signingKey('RS256', 'h')]);
@@ -146,6 +150,16 @@ test('Bearer: 200, invalid-key-id, invalid-keysChangedAt; the webhook: 200, 400,
     await post(event, '{}', 200);
     await post(event, '{', 400, 'error');
     await post(token, '{}', 401, 'invalid-credentials');
+    const stale = await signJwt(hook, { aud: 'https://hook.example', sub, iat: now - 7200, exp: now + 60, jti: 'openapi-event-2', events: {} });
+    await post(stale, '{}', 401, 'invalid-timestamp');
+    await post(event, 'x'.repeat(65_537), 413, 'error');
+    // An array value is sent as one header line per value: the same header twice.
+    const twice = await httpRequest(`${login.url}/1.0/webhooks/fxa/events`, {
+      method: 'POST',
+      headers: { Authorization: [`Bearer ${event}`, `Bearer ${event}`] } as unknown as Record<string, string>,
+      body: '{}',
+    });
+    conforms(twice, 'POST', '/1.0/webhooks/fxa/events', { status: 400, statusString: 'error' });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
