@@ -123,6 +123,20 @@ function checkAll(outcomes: Outcome[]): void {
   }
 }
 
+/** Directory and nodeassign on one store, with the node every login here is given. */
+async function backendsWithNode(): Promise<Backends> {
+  const backends = new Backends();
+  await backends.start('directory');
+  await backends.start('nodeassign');
+  const client = grpcClient(NodeAssignClient, `127.0.0.1:${backends.ports.nodeassign}`, TEST_AUTH);
+  try {
+    await call(client, client.addNode, { service: 'sync', url: NODE_URL, capacity: 100_000 }, { deadlineMs: 5000, retryAfter: 1 });
+  } finally {
+    client.close();
+  }
+  return backends;
+}
+
 describe('login with a backend stopped mid-load', () => {
   let backends: Backends;
   let login: RunningLogin;
@@ -132,12 +146,7 @@ describe('login with a backend stopped mid-load', () => {
   let fresh = 0;
 
   before(async () => {
-    backends = new Backends();
-    await backends.start('directory');
-    await backends.start('nodeassign');
-    const client = grpcClient(NodeAssignClient, `127.0.0.1:${backends.ports.nodeassign}`, TEST_AUTH);
-    await call(client, client.addNode, { service: 'sync', url: NODE_URL, capacity: 100_000 }, { deadlineMs: 5000, retryAfter: 1 });
-    client.close();
+    backends = await backendsWithNode();
     idpDir = mkdtempSync(path.join(tmpdir(), 'fault-idp-'));
     idp = await loadOrCreateDevIdp(idpDir);
     // Default deadlines and Retry-After: the settings a deployment starts with.
@@ -222,12 +231,7 @@ describe('login with LOGIN_WORKERS=2: a worker killed under load', () => {
   let fresh = 0;
 
   before(async () => {
-    backends = new Backends();
-    await backends.start('directory');
-    await backends.start('nodeassign');
-    const client = grpcClient(NodeAssignClient, `127.0.0.1:${backends.ports.nodeassign}`, TEST_AUTH);
-    await call(client, client.addNode, { service: 'sync', url: NODE_URL, capacity: 100_000 }, { deadlineMs: 5000, retryAfter: 1 });
-    client.close();
+    backends = await backendsWithNode();
     dir = mkdtempSync(path.join(tmpdir(), 'fault-workers-'));
     idp = await loadOrCreateDevIdp(dir);
     login = await startLoginProcess({
