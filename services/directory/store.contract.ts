@@ -142,6 +142,74 @@ export function userStoreContract(
     assert.equal(await store.get('sync', 'alice@example.com'), null);
   });
 
+  it('getMany returns the records of the keys in their order, null for missing keys, a repeated key twice', async (store) => {
+    const alice = sampleUser({ uid: 1, node: 'https://n.example', seenClientStates: ['aa'], keysChangedAt: 5 });
+    const bob = sampleUser({ email: 'bob@example.com', uid: 2 });
+    const notes = sampleUser({ service: 'notes', uid: 3 });
+    for (const r of [alice, bob, notes]) await store.insert(r);
+    const got = await store.getMany([
+      { service: 'sync', email: 'bob@example.com' },
+      { service: 'sync', email: 'nobody@example.com' },
+      { service: 'notes', email: 'alice@example.com' },
+      { service: 'sync', email: 'alice@example.com' },
+      { service: 'notes', email: 'bob@example.com' },
+      { service: 'sync', email: 'bob@example.com' },
+    ]);
+    assert.deepEqual(got, [bob, null, notes, alice, null, bob]);
+    assert.deepEqual(await store.getMany([]), []);
+    assert.deepEqual(await store.getMany([{ service: 'other', email: 'x@example.com' }]), [null]);
+  });
+
+  it('replaceMany writes where the guard holds, refuses where it lost or the record is missing, and says which', async (store) => {
+    const a = sampleUser({ email: 'a@x', uid: 1, version: 1 });
+    const b = sampleUser({ email: 'b@x', uid: 2, version: 7 });
+    const c = sampleUser({ email: 'c@x', uid: 3, version: 2 });
+    for (const r of [a, b, c]) await store.insert(r);
+    const a2 = { ...a, generation: 4, version: 2 };
+    const bStale = { ...b, generation: 9, version: 6 };
+    const c3 = { ...c, node: 'https://n.example', version: 3 };
+    const missing = sampleUser({ email: 'missing@x', uid: 9, version: 2 });
+    const results = await store.replaceMany([
+      { record: a2, expectedVersion: 1 },
+      { record: bStale, expectedVersion: 5 },
+      { record: missing, expectedVersion: 1 },
+      { record: c3, expectedVersion: 2 },
+    ]);
+    assert.deepEqual(results, [true, false, false, true]);
+    assert.deepEqual(await store.getMany([a, b, c, missing]), [a2, b, c3, null]);
+    assert.deepEqual(await store.replaceMany([]), []);
+  });
+
+  it('replaceMany with two writes of one record from the same version makes exactly one', async (store) => {
+    const rec = sampleUser({ version: 1 });
+    await store.insert(rec);
+    const first = { ...rec, generation: 1, version: 2 };
+    const second = { ...rec, generation: 2, version: 2 };
+    const results = await store.replaceMany([
+      { record: first, expectedVersion: 1 },
+      { record: second, expectedVersion: 1 },
+    ]);
+    assert.equal(results.filter(Boolean).length, 1, JSON.stringify(results));
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), results[0] ? first : second);
+  });
+
+  it('parallel replaceMany and replace from the same version: exactly one write of the record is made', async (store) => {
+    const rec = sampleUser({ version: 1 });
+    await store.insert(rec);
+    const other = sampleUser({ email: 'other@x', uid: 2, version: 1 });
+    await store.insert(other);
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        i % 2
+          ? store.replace({ ...rec, generation: i + 1, version: 2 }, 1)
+          : store.replaceMany([{ record: { ...rec, generation: i + 1, version: 2 }, expectedVersion: 1 }]).then(([made]) => made),
+      ),
+    );
+    assert.equal(answers.filter(Boolean).length, 1);
+    assert.equal((await store.get('sync', 'alice@example.com'))?.generation, answers.indexOf(true) + 1);
+    assert.deepEqual(await store.get('sync', 'other@x'), other, 'a record no write named is left alone');
+  });
+
   it('nextUid is positive and strictly increasing', async (store) => {
     const a = await store.nextUid();
     const b = await store.nextUid();
