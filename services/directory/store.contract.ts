@@ -5,7 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from './rules.js';
-import { claim, deleteReplaced, listUsers, login } from './service.js';
+import pino from 'pino';
+import { claim, deleteReplaced, listUsers, login, loginBatch } from './service.js';
 import type { UserRecord, UserStore } from './store.js';
 
 export type StoreOpener<S> = () => Promise<S | null>;
@@ -392,6 +393,31 @@ export function userStoreContract(
     const kept = new Set([stored.uid, ...stored.replaced.map((r) => r.uid)]);
     for (const ans of answers) if (!(ans instanceof Error)) assert.ok(kept.has(ans.uid), `uid ${ans.uid} was lost`);
     assert.ok(!old.some((r) => kept.has(r.uid)), `old records left: ${JSON.stringify(stored.replaced)}`);
+  });
+
+  it('LoginBatch racing itself and single logins on one user: every answer is a stored state, the newest generation wins', async (store) => {
+    const policy = { clientStateChangesPerDay: 1000 };
+    const req = (generation: number) => ({ service: 'sync', email: 'race@x', clientState: '', allowNewUsers: true, generation });
+    await login(store, req(1), policy);
+    const silent = pino({ level: 'silent' });
+    // Two batches whose items raise one user's generation from the same read, while single logins do too.
+    const batch = (gens: number[]) => loginBatch(store, { items: gens.map((g) => ({ requestId: `g${g}`, login: req(g) })) }, policy, silent);
+    const [a, b, ...singles] = await Promise.all([
+      batch([2, 3, 4, 5]),
+      batch([6, 7, 8, 9]),
+      ...[10, 11, 12].map((g) => login(store, req(g), policy).then((user) => ({ user }), (error: Error) => ({ error }))),
+    ]);
+    // Each answer as the generation it was given, or its error's class.
+    const answers = [
+      ...[...a.results, ...b.results].map((r) => (r.user ? r.user.generation : r.error!.errorClass)),
+      ...singles.map((r) => ('user' in r ? r.user.generation : r.error.name)),
+    ];
+    // A lost race decided again may find a newer generation: the rules refuse the older one.
+    for (const ans of answers) if (typeof ans !== 'number') assert.equal(ans, 'InvalidGeneration');
+    const stored = (await store.get('sync', 'race@x'))!;
+    assert.equal(stored.generation, 12);
+    assert.ok(answers.includes(12), 'the newest login answered with its own write');
+    assert.equal(stored.version, 1 + answers.filter((ans) => typeof ans === 'number').length, 'one write per successful login, none lost or doubled');
   });
 
   it('claimEventToken: the first claim wins until it expires; a released or expired claim can be made again', async (store) => {
