@@ -270,7 +270,8 @@ type FirstAttempt = { record: UserRecord } | { error: unknown } | undefined;
 /**
  * The first attempt of a batch's logins together: one getMany, each decided as
  * login() decides it, the updates in one replaceMany. Creations and new uids
- * (each needs nextUid first) and writes whose guard lost are left undefined:
+ * (each needs nextUid first) and writes whose guard lost (or whose batch
+ * failed) are left undefined:
  * login() reads their record again and decides on it, as after any lost race.
  */
 async function firstAttempts(store: UserStore, reqs: readonly LoginRequest[], policy: LoginPolicy): Promise<FirstAttempt[]> {
@@ -296,9 +297,9 @@ async function firstAttempts(store: UserStore, reqs: readonly LoginRequest[], po
   try {
     const made = await store.replaceMany(writes.map((w) => w.write));
     for (const [k, { index, write }] of writes.entries()) if (made[k]) out[index] = { record: write.record };
-  } catch (err) {
-    // The answers already decided stand; only the writers get the store's error.
-    for (const { index } of writes) out[index] = { error: err };
+  } catch {
+    // Which writes were made is unknown: the writers go the per-item way, which reads again
+    // (and gets the store's error itself if the store is down).
   }
   return out;
 }

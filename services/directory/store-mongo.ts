@@ -188,6 +188,11 @@ export class MongoUserStore implements UserStore {
       // An upsert that inserted: the record was missing, and replace creates nothing. Users are
       // never deleted, so only a record removed by hand gets here.
       const inserted = Object.entries(result.upsertedIds);
+      // Every write matched, lost or inserted. A server that stops at the first error of an
+      // unordered bulk (FerretDB 1.24) leaves some unaccounted for: which were made is unknown.
+      if (result.matchedCount + lost.size + inserted.length !== writes.length) {
+        throw new InternalError(`bulk write answered for ${result.matchedCount + lost.size + inserted.length} of ${writes.length} writes`);
+      }
       if (inserted.length > 0) {
         await this.users.deleteMany({ _id: { $in: inserted.map(([, id]) => id) } });
         for (const [index] of inserted) lost.add(Number(index));
