@@ -1,7 +1,7 @@
 // Measures a proposed change against the current code in the same run:
 // builds the services twice (as they are, and with some source files
 // replaced), starts a login stack on each (directory, nodeassign, login in
-// their own processes, SQLite) and loads them in alternating rounds. Besides
+// their own processes, on SQLite or MongoDB) and loads them in alternating rounds. Besides
 // req/s, which a busy machine blurs, it reports CPU time per request of each
 // service, which the machine's other load hardly moves.
 //
@@ -9,9 +9,12 @@
 //   npx tsx bench/ab.ts --gateway [--seconds 10] services/node-gateway/auth.ts=/tmp/auth.ts [...]
 //   npx tsx bench/ab.ts --login-flags-b="--max-old-space-size=4096"
 //   npx tsx bench/ab.ts --scheme both services/login/jwks.ts=/tmp/jwks.ts
+//   npx tsx bench/ab.ts --store both services/directory/service.ts=/tmp/service.ts
 // --login-flags-b: B runs login with these node flags after the production ones (lib/node-flags.ts), which they override.
 // --scheme: the logins measured: assertion (the default: fresh ES256 assertions), bearer (fresh RS256 access
 // tokens, one RSA-2048 OAuth key, distinct accounts), or both, each round of each on each build in turn.
+// --store: sqlite (the default), mongodb (MONGODB_URL, else the compatible server started for the run; a
+// database per build) or both, one after the other.
 // With --gateway: both gateway builds and the bare proxy under bench/gateway.ts's load instead.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +23,7 @@ import { parseArgs } from 'node:util';
 import { BUILD_DIR, buildServices, ROOT } from './build.js';
 import { measureGateways } from './gateway.js';
 import { CONNECTIONS, startLoginStack, type LoginStack } from './login.js';
+import { mongoServer, withDatabase } from './mongo-server.js';
 import { runLoad } from './proc.js';
 
 export interface AbRound {
@@ -33,6 +37,7 @@ export interface AbRound {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export type Scheme = 'assertion' | 'bearer';
+export type Store = 'sqlite' | 'mongodb';
 type MeasuredStack = LoginStack & { lastRate?: Partial<Record<Scheme, number>> };
 
 async function round(stack: MeasuredStack, seconds: number, scheme: Scheme): Promise<AbRound> {
@@ -58,7 +63,7 @@ async function round(stack: MeasuredStack, seconds: number, scheme: Scheme): Pro
 
 export async function compare(
   replace: Record<string, string>,
-  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[] },
+  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[]; store?: Store },
 ): Promise<Record<string, AbRound[]>> {
   const schemes = o.schemes ?? ['assertion'];
   const bearer = schemes.includes('bearer');
@@ -67,9 +72,12 @@ export async function compare(
   buildServices(variantDir, replace);
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-ab-'));
   const stacks: LoginStack[] = [];
+  const mongo = o.store === 'mongodb' ? mongoServer() : undefined;
+  if (mongo && 'skip' in mongo) throw new Error(mongo.skip);
+  const storeUrl = (build: string) => (mongo ? withDatabase(mongo.url, `ab_${build}_${process.pid}_${Date.now()}`) : `sqlite:${path.join(dir, `${build}.db`)}`);
   try {
-    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'a.db')}`, { users: o.users, buildDir: BUILD_DIR, bearer }));
-    stacks.push(await startLoginStack(`sqlite:${path.join(dir, 'b.db')}`, { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB, bearer }));
+    stacks.push(await startLoginStack(storeUrl('a'), { users: o.users, buildDir: BUILD_DIR, bearer }));
+    stacks.push(await startLoginStack(storeUrl('b'), { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB, bearer }));
     for (const scheme of schemes) for (const s of stacks) await round(s, 2, scheme);
     // Rows "A" and "B" with one scheme; "A bearer", "B assertion", … with both.
     const label = (build: string, scheme: Scheme) => (schemes.length === 1 ? build : `${build} ${scheme}`);
@@ -82,6 +90,7 @@ export async function compare(
     return out;
   } finally {
     for (const s of stacks) await s.close();
+    mongo?.stop();
     rmSync(dir, { recursive: true, force: true });
     rmSync(variantDir, { recursive: true, force: true });
   }
@@ -122,6 +131,7 @@ if (isMain) {
       gateway: { type: 'boolean', default: false },
       'login-flags-b': { type: 'string' },
       scheme: { type: 'string', default: 'assertion' },
+      store: { type: 'string', default: 'sqlite' },
     },
   });
   const replace: Record<string, string> = {};
@@ -137,12 +147,18 @@ if (isMain) {
   const loginFlagsB = values['login-flags-b']?.split(/\s+/).filter((f) => f !== '');
   const schemes: Scheme[] = values.scheme === 'both' ? ['bearer', 'assertion'] : values.scheme === 'bearer' || values.scheme === 'assertion' ? [values.scheme] : [];
   if (schemes.length === 0) throw new Error(`--scheme must be assertion, bearer or both, got ${values.scheme}`);
-  const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes });
+  const stores: Store[] = values.store === 'both' ? ['sqlite', 'mongodb'] : values.store === 'sqlite' || values.store === 'mongodb' ? [values.store] : [];
+  if (stores.length === 0) throw new Error(`--store must be sqlite, mongodb or both, got ${values.store}`);
   const summary = (rounds: AbRound[]) => ({
     'req/s (median)': Math.round(median(rounds.map((x) => x.requestsPerSecond))),
     ...Object.fromEntries(Object.keys(rounds[0].cpuMsPerRequest).map((k) => [`${k} CPU ms/req`, Math.round(1000 * median(rounds.map((x) => x.cpuMsPerRequest[k]))) / 1000])),
     ...Object.fromEntries(Object.keys(rounds[0].peakRssMb).map((k) => [`${k} peak RSS MB`, Math.round(Math.max(...rounds.map((x) => x.peakRssMb[k])))])),
   });
-  const name = (row: string) => row.replace(/^A/, 'A (current)').replace(/^B/, 'B (replaced)');
-  console.table(Object.fromEntries(Object.entries(r).map(([row, rounds]) => [name(row), summary(rounds)])));
+  const name = (row: string, store: Store) => `${row.replace(/^A/, 'A (current)').replace(/^B/, 'B (replaced)')}${stores.length > 1 ? ` ${store}` : ''}`;
+  const table: Record<string, ReturnType<typeof summary>> = {};
+  for (const store of stores) {
+    const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes, store });
+    for (const [row, rounds] of Object.entries(r)) table[name(row, store)] = summary(rounds);
+  }
+  console.table(table);
 }

@@ -10,7 +10,6 @@
 //                                        and 60 s of mixed load at ~80 % of max
 // Runs other than the full default one are saved to dist/bench-results/partial.json (not committed);
 // profiles go to dist/bench-results/profiles/.
-import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +21,7 @@ import { benchLogin, benchLoginWorkers, measureBareKoa, type BareKoa } from './l
 import { benchParse } from './parse.js';
 import { profileLogin } from './profile.js';
 import { benchStart } from './start.js';
+import { mongoServer, withDatabase } from './mongo-server.js';
 
 const SECTIONS = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'profile', 'long'] as const;
 type Section = (typeof SECTIONS)[number];
@@ -62,33 +62,6 @@ function options(argv: string[]): Options {
 function skipped(name: string, reason: string): BenchResult {
   console.log(`[${name}] skipped: ${reason}`);
   return { name, rows: [{ metric: `${name} skipped: ${reason}`, value: NaN }] };
-}
-
-/** A MongoDB for the login benchmark: MONGODB_URL, else the compatible server started here. */
-function mongoServer(): { url: string; stop(): void } | { skip: string } {
-  const given = process.env.MONGODB_URL?.trim();
-  if (given) return { url: given, stop: () => undefined };
-  const script = path.join(ROOT, 'scripts/compat-mongo.sh');
-  if (spawnSync('bash', [script, 'installed']).status !== 0) {
-    return { skip: 'the MongoDB-compatible server is not installed (bash scripts/compat-mongo.sh install) and MONGODB_URL is not set' };
-  }
-  const state = path.join(mkdtempSync(path.join(os.tmpdir(), 'bench-mongo-')), 'server.state');
-  const out = execFileSync('bash', [script, 'start', '--state', state], { encoding: 'utf8' });
-  const url = /MONGODB_URL=(\S+)/.exec(out)?.[1];
-  const stop = () => {
-    spawnSync('bash', [script, 'stop', '--state', state]);
-    rmSync(path.dirname(state), { recursive: true, force: true });
-  };
-  if (!url) {
-    stop();
-    return { skip: `the compatible server printed no URL: ${out.trim()}` };
-  }
-  return { url, stop };
-}
-
-/** `mongodb://host:port/` + a database of its own. */
-function withDatabase(url: string, db: string): string {
-  return url.replace(/^(mongodb(?:\+srv)?:\/\/[^/?#]+)\/?[^?#]*/, `$1/${db}`);
 }
 
 async function runSection(section: Section, o: Options, state: { koa?: BareKoa; maxLoginRate?: number }): Promise<BenchResult[]> {

@@ -14,7 +14,8 @@ import {
   RecordNotFound,
 } from '../../lib/errors.js';
 import { startDirectory, type RunningDirectory } from './server.js';
-import { login as applyLogin } from './service.js';
+import pino from 'pino';
+import { login as applyLogin, loginBatch } from './service.js';
 import { SqliteUserStore } from './store-sqlite.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 
@@ -383,6 +384,39 @@ test('an existing user with nothing to change costs one read and no write', asyn
     assert.deepEqual(calls, ['get']);
     assert.equal(again.version, created.version);
     assert.equal(again.uid, created.uid);
+  } finally {
+    await store.close();
+    t2.cleanup();
+  }
+});
+
+test('LoginBatch reads every item in one getMany and writes its updates in one replaceMany', async () => {
+  const t2 = tempStoreUrl('directory-batch-');
+  const store = SqliteUserStore.open(t2.storeUrl.slice('sqlite:'.length));
+  const calls: string[] = [];
+  for (const method of ['get', 'getMany', 'insert', 'replace', 'replaceMany', 'nextUid'] as const) {
+    const real = (store[method] as (...a: unknown[]) => Promise<unknown>).bind(store);
+    (store as unknown as Record<string, unknown>)[method] = (...a: unknown[]) => {
+      calls.push(method);
+      return real(...a);
+    };
+  }
+  try {
+    const req = (i: number, generation: number): LoginRequest => ({ service: 'sync', email: `b${i}@example.com`, generation, clientState: 'aaaa', allowNewUsers: true });
+    for (let i = 0; i < 6; i++) await applyLogin(store, req(i, 1), POLICY);
+    calls.length = 0;
+    // Three keep their record, two raise the generation, one is refused (an older generation).
+    const gens = [1, 1, 1, 2, 3, 0];
+    const { results } = await loginBatch(store, { items: gens.map((g, i) => ({ requestId: `b${i}`, login: req(i, g) })) }, POLICY, pino({ level: 'silent' }));
+    assert.deepEqual(calls, ['getMany', 'replaceMany']);
+    assert.deepEqual(results.map((r) => r.user?.generation ?? r.error?.errorClass), [1, 1, 1, 2, 3, 'InvalidGeneration']);
+    assert.equal((await store.get('sync', 'b4@example.com'))?.generation, 3);
+    calls.length = 0;
+    // Two items of one user raising it from the same read: one write is made, the other item decides again alone.
+    const race = await loginBatch(store, { items: [4, 5].map((g) => ({ requestId: `r${g}`, login: req(0, g) })) }, POLICY, pino({ level: 'silent' }));
+    assert.deepEqual(calls, ['getMany', 'replaceMany', 'get', 'replace']);
+    assert.deepEqual(race.results.map((r) => r.user?.generation), [4, 5]);
+    assert.equal((await store.get('sync', 'b0@example.com'))?.generation, 5);
   } finally {
     await store.close();
     t2.cleanup();

@@ -1,6 +1,7 @@
 // Directory gRPC handlers: read the record, let the rules decide, write with a
 // compare-and-set (or an insert for a new user), and decide again on the
-// fresh record when another request wrote first.
+// fresh record when another request wrote first. LoginBatch makes the first
+// attempt of all its logins together: one read, one write.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { BadRequest, Conflict, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { carriedError, logged, MAX_BATCH_ITEMS, unary } from '../../lib/grpc.js';
@@ -42,7 +43,7 @@ import type { ImportUserResult, ImportUsersReply, ImportUsersRequest, ReserveUid
 import { highestUid, importedRecord, importOutcome, importProblem, uidReservation, type ImportedUser } from './import-rules.js';
 import { assignment, decideLogin, isValidGeneration, raisedGeneration, requestProblem, retirement, type LoginPolicy } from './rules.js';
 import { claimReplaced, removeReplaced, trimSeenClientStates } from './purge-rules.js';
-import type { ListPosition, UserRecord, UserStore } from './store.js';
+import type { GuardedWrite, ListPosition, UserRecord, UserStore } from './store.js';
 
 /**
  * Writes lost to concurrent writers before giving up. Each loss means another
@@ -265,18 +266,68 @@ export async function claimEventToken(store: UserStore, req: ClaimEventTokenRequ
   return store.claimEventToken(req.key, req.expiresAt, now);
 }
 
+/** A batch login after the shared first attempt: its record, its error, or undefined when login() decides it alone. */
+type FirstAttempt = { record: UserRecord } | { error: unknown } | undefined;
+
+/**
+ * The first attempt of a batch's logins together: one getMany, each decided as
+ * login() decides it, the updates in one replaceMany. Creations and new uids
+ * (each needs nextUid first) and writes whose guard lost (or whose batch
+ * failed) are left undefined:
+ * login() reads their record again and decides on it, as after any lost race.
+ */
+async function firstAttempts(store: UserStore, reqs: readonly LoginRequest[], policy: LoginPolicy): Promise<FirstAttempt[]> {
+  const out: FirstAttempt[] = reqs.map(() => undefined);
+  const valid: number[] = [];
+  for (const [i, req] of reqs.entries()) {
+    const problem = requestProblem(req);
+    if (problem) out[i] = { error: problem };
+    else valid.push(i);
+  }
+  if (valid.length === 0) return out;
+  const records = await store.getMany(valid.map((i) => ({ service: reqs[i].service, email: reqs[i].email })));
+  const now = Date.now();
+  const writes: Array<{ index: number; write: GuardedWrite }> = [];
+  for (const [k, i] of valid.entries()) {
+    const existing = records[k];
+    const decision = decideLogin(existing, reqs[i], now, policy);
+    if (decision.action === 'reject') out[i] = { error: decision.error };
+    else if (decision.action === 'keep') out[i] = { record: existing! };
+    else if (decision.action === 'update') writes.push({ index: i, write: { record: decision.record, expectedVersion: existing!.version } });
+  }
+  if (writes.length === 0) return out;
+  try {
+    const made = await store.replaceMany(writes.map((w) => w.write));
+    for (const [k, { index, write }] of writes.entries()) if (made[k]) out[index] = { record: write.record };
+  } catch {
+    // Which writes were made is unknown: the writers go the per-item way, which reads again
+    // (and gets the store's error itself if the store is down).
+  }
+  return out;
+}
+
 /**
  * LoginBatch: each item decided as Login decides it (and logged as a Login
- * with its own request id); one item's error is that item's result.
+ * with its own request id); one item's error is that item's result. The
+ * first attempts are made together (firstAttempts), the rest one by one.
  */
 export async function loginBatch(store: UserStore, req: LoginBatchRequest, policy: LoginPolicy, log: Logger): Promise<LoginBatchReply> {
   if (req.items.length > MAX_BATCH_ITEMS) throw new BadRequest(`at most ${MAX_BATCH_ITEMS} items per batch`);
-  const decide = async (r: LoginRequest): Promise<User> => toUser(await login(store, r, policy));
+  const logins = req.items.flatMap((item) => (item.login ? [item.login] : []));
+  const first = firstAttempts(store, logins, policy);
+  // Each item awaits it; a failed read is then every item's error, and none is left unhandled.
+  first.catch(() => undefined);
+  const decide = async ([r, k]: [LoginRequest, number]): Promise<User> => {
+    const attempt = (await first)[k];
+    if (attempt && 'error' in attempt) throw attempt.error;
+    return toUser(attempt ? attempt.record : await login(store, r, policy));
+  };
+  let k = 0;
   const results = await Promise.all(
     req.items.map((item): Promise<LoginResult> => {
       const requestId = requestIdFrom(item.requestId);
       if (!item.login) return Promise.resolve({ error: carriedError(new BadRequest('login is required'), log, 'Login') });
-      return logged(log, 'Login', requestId, decide, item.login).then(
+      return logged(log, 'Login', requestId, decide, [item.login, k++] as [LoginRequest, number]).then(
         (user) => ({ user }),
         (err: unknown) => ({ error: carriedError(err, log.child({ requestId }), 'Login') }),
       );

@@ -1,10 +1,11 @@
-// UserStore on SQLite (better-sqlite3). Every method is one statement, so each
+// UserStore on SQLite (better-sqlite3). Every method is one statement (the
+// batch methods one per record, replaceMany's in one transaction), so each
 // write is atomic even when several processes share the file. The file may
 // also hold the nodes store, hence the `dir_` table prefix.
 import type Database from 'better-sqlite3';
 import { openSqlite, retryWhileBusy } from '../../lib/sqlite.js';
 import { mergeCounts } from './store.js';
-import type { ListQuery, NodeCount, ReplacedUser, UidCounter, UserRecord, UserStore } from './store.js';
+import type { GuardedWrite, ListQuery, NodeCount, ReplacedUser, UidCounter, UserKey, UserRecord, UserStore } from './store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS dir_users (
@@ -113,6 +114,8 @@ function migrate(db: Database.Database): void {
 
 export class SqliteUserStore implements UserStore {
   private readonly stmts;
+  /** One write lock and one commit for the whole batch (IMMEDIATE: the busy timeout applies to taking the lock). */
+  private readonly replaceAll: (writes: readonly GuardedWrite[]) => boolean[];
 
   private constructor(private readonly db: Database.Database) {
     this.stmts = {
@@ -149,6 +152,10 @@ export class SqliteUserStore implements UserStore {
       expireEvents: db.prepare<[number]>('DELETE FROM dir_event_tokens WHERE expires_at <= ?'),
       ping: db.prepare('SELECT 1'),
     };
+    const replaceAll = db.transaction((writes: readonly GuardedWrite[]) =>
+      writes.map(({ record, expectedVersion }) => this.stmts.replace.run({ ...toRow(record), expected: expectedVersion }).changes === 1),
+    );
+    this.replaceAll = (writes) => replaceAll.immediate(writes);
   }
 
   /** `file` is a path (parent folders are created) or `:memory:`. */
@@ -163,12 +170,24 @@ export class SqliteUserStore implements UserStore {
     return row ? fromRow(row) : null;
   }
 
+  async getMany(keys: readonly UserKey[]): Promise<Array<UserRecord | null>> {
+    // Point lookups on the primary key: in-process, so a loop costs no round trips.
+    return keys.map(({ service, email }) => {
+      const row = this.stmts.get.get(service, email);
+      return row ? fromRow(row) : null;
+    });
+  }
+
   async insert(record: UserRecord): Promise<boolean> {
     return this.stmts.insert.run(toRow(record)).changes === 1;
   }
 
   async replace(record: UserRecord, expectedVersion: number): Promise<boolean> {
     return this.stmts.replace.run({ ...toRow(record), expected: expectedVersion }).changes === 1;
+  }
+
+  async replaceMany(writes: readonly GuardedWrite[]): Promise<boolean[]> {
+    return writes.length === 0 ? [] : this.replaceAll(writes);
   }
 
   async listByEmail(email: string): Promise<UserRecord[]> {

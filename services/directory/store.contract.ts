@@ -5,9 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from './rules.js';
+import pino from 'pino';
 import { Conflict } from '../../lib/errors.js';
 import type { User } from '../../lib/gen/directory.js';
-import { claim, deleteReplaced, importUsers, listUsers, login, reserveUids } from './service.js';
+import { claim, deleteReplaced, importUsers, listUsers, login, loginBatch, reserveUids } from './service.js';
 import type { UserRecord, UserStore } from './store.js';
 
 export type StoreOpener<S> = () => Promise<S | null>;
@@ -142,6 +143,74 @@ export function userStoreContract(
   it('replace of a missing record is refused and creates nothing', async (store) => {
     assert.equal(await store.replace(sampleUser({ version: 2 }), 1), false);
     assert.equal(await store.get('sync', 'alice@example.com'), null);
+  });
+
+  it('getMany returns the records of the keys in their order, null for missing keys, a repeated key twice', async (store) => {
+    const alice = sampleUser({ uid: 1, node: 'https://n.example', seenClientStates: ['aa'], keysChangedAt: 5 });
+    const bob = sampleUser({ email: 'bob@example.com', uid: 2 });
+    const notes = sampleUser({ service: 'notes', uid: 3 });
+    for (const r of [alice, bob, notes]) await store.insert(r);
+    const got = await store.getMany([
+      { service: 'sync', email: 'bob@example.com' },
+      { service: 'sync', email: 'nobody@example.com' },
+      { service: 'notes', email: 'alice@example.com' },
+      { service: 'sync', email: 'alice@example.com' },
+      { service: 'notes', email: 'bob@example.com' },
+      { service: 'sync', email: 'bob@example.com' },
+    ]);
+    assert.deepEqual(got, [bob, null, notes, alice, null, bob]);
+    assert.deepEqual(await store.getMany([]), []);
+    assert.deepEqual(await store.getMany([{ service: 'other', email: 'x@example.com' }]), [null]);
+  });
+
+  it('replaceMany writes where the guard holds, refuses where it lost or the record is missing, and says which', async (store) => {
+    const a = sampleUser({ email: 'a@x', uid: 1, version: 1 });
+    const b = sampleUser({ email: 'b@x', uid: 2, version: 7 });
+    const c = sampleUser({ email: 'c@x', uid: 3, version: 2 });
+    for (const r of [a, b, c]) await store.insert(r);
+    const a2 = { ...a, generation: 4, version: 2 };
+    const bStale = { ...b, generation: 9, version: 6 };
+    const c3 = { ...c, node: 'https://n.example', version: 3 };
+    const missing = sampleUser({ email: 'missing@x', uid: 9, version: 2 });
+    const results = await store.replaceMany([
+      { record: a2, expectedVersion: 1 },
+      { record: bStale, expectedVersion: 5 },
+      { record: missing, expectedVersion: 1 },
+      { record: c3, expectedVersion: 2 },
+    ]);
+    assert.deepEqual(results, [true, false, false, true]);
+    assert.deepEqual(await store.getMany([a, b, c, missing]), [a2, b, c3, null]);
+    assert.deepEqual(await store.replaceMany([]), []);
+  });
+
+  it('replaceMany with two writes of one record from the same version makes exactly one', async (store) => {
+    const rec = sampleUser({ version: 1 });
+    await store.insert(rec);
+    const first = { ...rec, generation: 1, version: 2 };
+    const second = { ...rec, generation: 2, version: 2 };
+    const results = await store.replaceMany([
+      { record: first, expectedVersion: 1 },
+      { record: second, expectedVersion: 1 },
+    ]);
+    assert.equal(results.filter(Boolean).length, 1, JSON.stringify(results));
+    assert.deepEqual(await store.get('sync', 'alice@example.com'), results[0] ? first : second);
+  });
+
+  it('parallel replaceMany and replace from the same version: exactly one write of the record is made', async (store) => {
+    const rec = sampleUser({ version: 1 });
+    await store.insert(rec);
+    const other = sampleUser({ email: 'other@x', uid: 2, version: 1 });
+    await store.insert(other);
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        i % 2
+          ? store.replace({ ...rec, generation: i + 1, version: 2 }, 1)
+          : store.replaceMany([{ record: { ...rec, generation: i + 1, version: 2 }, expectedVersion: 1 }]).then(([made]) => made),
+      ),
+    );
+    assert.equal(answers.filter(Boolean).length, 1);
+    assert.equal((await store.get('sync', 'alice@example.com'))?.generation, answers.indexOf(true) + 1);
+    assert.deepEqual(await store.get('sync', 'other@x'), other, 'a record no write named is left alone');
   });
 
   it('nextUid is positive and strictly increasing', async (store) => {
@@ -326,6 +395,31 @@ export function userStoreContract(
     const kept = new Set([stored.uid, ...stored.replaced.map((r) => r.uid)]);
     for (const ans of answers) if (!(ans instanceof Error)) assert.ok(kept.has(ans.uid), `uid ${ans.uid} was lost`);
     assert.ok(!old.some((r) => kept.has(r.uid)), `old records left: ${JSON.stringify(stored.replaced)}`);
+  });
+
+  it('LoginBatch racing itself and single logins on one user: every answer is a stored state, the newest generation wins', async (store) => {
+    const policy = { clientStateChangesPerDay: 1000 };
+    const req = (generation: number) => ({ service: 'sync', email: 'race@x', clientState: '', allowNewUsers: true, generation });
+    await login(store, req(1), policy);
+    const silent = pino({ level: 'silent' });
+    // Two batches whose items raise one user's generation from the same read, while single logins do too.
+    const batch = (gens: number[]) => loginBatch(store, { items: gens.map((g) => ({ requestId: `g${g}`, login: req(g) })) }, policy, silent);
+    const [a, b, ...singles] = await Promise.all([
+      batch([2, 3, 4, 5]),
+      batch([6, 7, 8, 9]),
+      ...[10, 11, 12].map((g) => login(store, req(g), policy).then((user) => ({ user }), (error: Error) => ({ error }))),
+    ]);
+    // Each answer as the generation it was given, or its error's class.
+    const answers = [
+      ...[...a.results, ...b.results].map((r) => (r.user ? r.user.generation : r.error!.errorClass)),
+      ...singles.map((r) => ('user' in r ? r.user.generation : r.error.name)),
+    ];
+    // A lost race decided again may find a newer generation: the rules refuse the older one.
+    for (const ans of answers) if (typeof ans !== 'number') assert.equal(ans, 'InvalidGeneration');
+    const stored = (await store.get('sync', 'race@x'))!;
+    assert.equal(stored.generation, 12);
+    assert.ok(answers.includes(12), 'the newest login answered with its own write');
+    assert.equal(stored.version, 1 + answers.filter((ans) => typeof ans === 'number').length, 'one write per successful login, none lost or doubled');
   });
 
   it('claimEventToken: the first claim wins until it expires; a released or expired claim can be made again', async (store) => {

@@ -1,6 +1,8 @@
 // The users store interface. Rules live above it (rules.ts); a store only
 // reads and writes records, each write a single-record atomic operation, so
-// the same logic is correct on SQLite, one MongoDB or a sharded cluster.
+// the same logic is correct on SQLite, one MongoDB or a sharded cluster. The
+// batch methods (getMany, replaceMany) save round trips, not atomicity: each
+// record in them is read or written on its own, as get and replace do it.
 
 export interface ReplacedUser {
   uid: number;
@@ -66,8 +68,22 @@ export interface UidCounter {
   imported: number;
 }
 
+/** A user's key: (service, email). */
+export interface UserKey {
+  service: string;
+  email: string;
+}
+
+/** One compare-and-set of replaceMany: as `replace(record, expectedVersion)`. */
+export interface GuardedWrite {
+  record: UserRecord;
+  expectedVersion: number;
+}
+
 export interface UserStore {
   get(service: string, email: string): Promise<UserRecord | null>;
+  /** The records of `keys`, in their order; null where none exists. A key may repeat. */
+  getMany(keys: readonly UserKey[]): Promise<Array<UserRecord | null>>;
   /** Inserts a new record; false when (service, email) exists already. */
   insert(record: UserRecord): Promise<boolean>;
   /**
@@ -75,6 +91,12 @@ export interface UserStore {
    * (record.version must be expectedVersion + 1); false when another write came first.
    */
   replace(record: UserRecord, expectedVersion: number): Promise<boolean>;
+  /**
+   * Each write as `replace` does it, sent together; in their order, true where
+   * that write was made, false where its guard lost (or the record is missing:
+   * nothing is created). Two writes of one key from the same version: at most one is made.
+   */
+  replaceMany(writes: readonly GuardedWrite[]): Promise<boolean[]>;
   /** A new uid: unique, increasing, never reused. */
   nextUid(): Promise<number>;
   /** Every record of `email`, in any service. */

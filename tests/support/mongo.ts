@@ -29,12 +29,21 @@ const SINGLE_DOCUMENT_ATOMICITY =
   'FerretDB 1.24 (SQLite backend) applies concurrent writes to one document without isolation; MongoDB documents every ' +
   'single-document write as atomic ("Atomicity and Transactions"), which mongo-java-server and mongo:7 show here';
 
+const UNORDERED_BULK =
+  'FerretDB 1.24 stops an unordered bulk write at its first write error and reports it as index 0; MongoDB runs the ' +
+  'other operations of an unordered bulk write and gives each error the index of its operation (the update command\'s ' +
+  'writeErrors). replaceMany then refuses to guess (an InternalError), and LoginBatch decides those logins one by one';
+
 /** Where FerretDB 1.24 is not MongoDB, found by these suites. */
 export const FERRETDB_DEVIATIONS: Readonly<Record<string, string>> = {
   'nextUid is unique under 50 parallel calls': `concurrent $inc handed out one value twice: ${SINGLE_DOCUMENT_ATOMICITY}`,
   'two stores on one database never share a uid and see each other’s inserts': `concurrent $inc handed out one value twice: ${SINGLE_DOCUMENT_ATOMICITY}`,
   'parallel replaces from the same version: exactly one wins and its record is stored': `two updates guarded by the same version both matched: ${SINGLE_DOCUMENT_ATOMICITY}`,
   'racing purgers and logins: each replaced record is deleted once, by its claimant; no live record is lost': `two updates guarded by the same version both matched: ${SINGLE_DOCUMENT_ATOMICITY}`,
+  'LoginBatch racing itself and single logins on one user: every answer is a stored state, the newest generation wins': `two updates guarded by the same version both matched: ${SINGLE_DOCUMENT_ATOMICITY}`,
+  'replaceMany writes where the guard holds, refuses where it lost or the record is missing, and says which': UNORDERED_BULK,
+  'replaceMany with two writes of one record from the same version makes exactly one': UNORDERED_BULK,
+  'parallel replaceMany and replace from the same version: exactly one write of the record is made': UNORDERED_BULK,
   'counts gives live and replaced records per (service, node)':
     "FerretDB 1.24's $unwind drops the document's other fields; MongoDB's $unwind outputs the input document with the array " +
     'field replaced by each element (its $unwind reference), as the other servers do here',
