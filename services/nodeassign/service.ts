@@ -1,9 +1,11 @@
 // NodeAssign gRPC handlers. Allocate reads a few candidates from the index,
 // claims the best one with a guarded update (trying the next if another
 // request took the last slot), and opens new slots on every node that has room
-// (in backoff or not) when no candidate is left.
+// (in backoff or not) when no candidate is left. A caller that is gone (its
+// deadline passed, or it cancelled) gets no slot: nothing would assign or
+// release it.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { Conflict, NoNodeAvailable, RecordNotFound } from '../../lib/errors.js';
+import { Conflict, NoNodeAvailable, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { unary } from '../../lib/grpc.js';
 import type { Logger } from '../../lib/log.js';
 import type {
@@ -32,13 +34,27 @@ function noNode(service: string): NoNodeAvailable {
   return new NoNodeAvailable(`no node has room for new users of ${service}`);
 }
 
-export async function allocate(store: NodeStore, service: string, releaseRate: number): Promise<NodeRecord> {
+function callerGone(): ServiceUnavailable {
+  return new ServiceUnavailable('the caller gave up before a node was claimed');
+}
+
+const stays = () => false;
+
+/** `gone` tells whether the caller is still waiting; a caller that is not gets no slot. */
+export async function allocate(store: NodeStore, service: string, releaseRate: number, gone: () => boolean = stays): Promise<NodeRecord> {
   fail(serviceProblem(service));
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const candidates = rankNodes(await store.candidates(service, CANDIDATES));
     for (const node of candidates) {
+      if (gone()) throw callerGone();
       const claimed = await store.claim(service, node.url);
-      if (claimed) return claimed;
+      if (!claimed) continue;
+      // The caller left while the claim was under way: the slot goes back, as nobody will assign it.
+      if (gone()) {
+        await store.release(service, node.url);
+        throw callerGone();
+      }
+      return claimed;
     }
     if (candidates.length > 0) continue;
     // No slots anywhere: open a share of each releasable node's capacity, then look again.
@@ -81,7 +97,7 @@ export async function updateNode(store: NodeStore, req: UpdateNodeRequest): Prom
 export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number): UntypedServiceImplementation {
   return {
     // NodeRecord has exactly the fields of the proto Node.
-    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req) => ({ node: await allocate(store, req.service, releaseRate) })),
+    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req, ctx) => ({ node: await allocate(store, req.service, releaseRate, ctx.gone) })),
     release: unary<ReleaseRequest, NodeReply>(log, 'Release', async (req) => {
       fail(nodeInputProblem(req));
       const node = await store.release(req.service, req.url);
