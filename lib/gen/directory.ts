@@ -173,6 +173,8 @@ export interface NodeUserCount {
   node: string;
   live: number;
   replaced: number;
+  /** Of the replaced: those whose node slot was not given back (still counted in the node's load). */
+  unreleased: number;
 }
 
 export interface CountUsersReply {
@@ -2055,7 +2057,7 @@ export const CountUsersRequest: MessageFns<CountUsersRequest> = {
 };
 
 function createBaseNodeUserCount(): NodeUserCount {
-  return { service: "", node: "", live: 0, replaced: 0 };
+  return { service: "", node: "", live: 0, replaced: 0, unreleased: 0 };
 }
 
 export const NodeUserCount: MessageFns<NodeUserCount> = {
@@ -2071,6 +2073,9 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
     }
     if (message.replaced !== 0) {
       writer.uint32(32).int64(message.replaced);
+    }
+    if (message.unreleased !== 0) {
+      writer.uint32(40).int64(message.unreleased);
     }
     return writer;
   },
@@ -2120,6 +2125,14 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
             message.replaced = longToNumber(reader.int64());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.unreleased = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2138,6 +2151,7 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
       node: isSet(object.node) ? globalThis.String(object.node) : "",
       live: isSet(object.live) ? globalThis.Number(object.live) : 0,
       replaced: isSet(object.replaced) ? globalThis.Number(object.replaced) : 0,
+      unreleased: isSet(object.unreleased) ? globalThis.Number(object.unreleased) : 0,
     };
   },
 
@@ -2155,6 +2169,9 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
     if (message.replaced !== 0) {
       obj.replaced = Math.round(message.replaced);
     }
+    if (message.unreleased !== 0) {
+      obj.unreleased = Math.round(message.unreleased);
+    }
     return obj;
   },
 
@@ -2167,6 +2184,7 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
     message.node = object.node ?? "";
     message.live = object.live ?? 0;
     message.replaced = object.replaced ?? 0;
+    message.unreleased = object.unreleased ?? 0;
     return message;
   },
 };
