@@ -86,6 +86,11 @@ export class SqliteNodeStore implements NodeStore {
       setAvailable: db.prepare<[number, string, string, number, number]>(
         'UPDATE na_nodes SET available = ? WHERE service = ? AND url = ? AND current_load = ? AND available = ?',
       ),
+      // max(a, b) with two arguments is SQLite's scalar maximum: rules.ts correctedAvailable.
+      setLoad: db.prepare<[{ service: string; url: string; from: number; to: number }], NodeRow>(
+        `UPDATE na_nodes SET current_load = @to, available = max(0, available + @from - @to)
+         WHERE service = @service AND url = @url AND current_load = @from RETURNING *`,
+      ),
       releasable: db.prepare<[string], NodeRow>(`SELECT * FROM na_nodes WHERE service = ? AND ${RELEASABLE} ORDER BY url`),
       ping: db.prepare('SELECT 1'),
     };
@@ -157,6 +162,11 @@ export class SqliteNodeStore implements NodeStore {
 
   async setAvailable(node: NodeRecord, available: number): Promise<boolean> {
     return this.stmts.setAvailable.run(available, node.service, node.url, node.currentLoad, node.available).changes === 1;
+  }
+
+  async setLoad(service: string, url: string, from: number, to: number): Promise<NodeRecord | null> {
+    const row = this.stmts.setLoad.get({ service, url, from, to });
+    return row ? fromRow(row) : null;
   }
 
   async releasable(service: string): Promise<NodeRecord[]> {
