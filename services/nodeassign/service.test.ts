@@ -2,9 +2,10 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { NodeAssignClient, NodeAssignService, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
+import { NodeAssignClient, NodeAssignService, type LoadCheck, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
 import { call, grpcClient, startServer } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
+import { NodeAssignMetrics } from '../../lib/metrics.js';
 import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
@@ -324,3 +325,38 @@ for (const { at, ending } of [
     }
   });
 }
+
+test('ReconcileLoads: dry run reports the drift and changes nothing; then sets the load by compare-and-set, counting the drift in the gauge', async () => {
+  const metrics = new NodeAssignMetrics();
+  const store = SqliteNodeStore.open(':memory:');
+  const running = await startServer([{ definition: NodeAssignService, implementation: nodeAssignService(store, logger('nodeassign'), RELEASE_RATE, metrics), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
+  const c = grpcClient(NodeAssignClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  const reconcile = (checks: LoadCheck[], dryRun: boolean) => call(c, c.reconcileLoads, { checks, dryRun }, opts).then((r) => r.results.map((x) => x.outcome));
+  try {
+    await store.add(sampleNode({ url: 'https://a.example', capacity: 10, currentLoad: 7, available: 0 }));
+    await store.add(sampleNode({ url: 'https://b.example', capacity: 10, currentLoad: 2, available: 3 }));
+    const checks = [
+      { service: 'sync', url: 'https://a.example', load: 7, expected: 4 },
+      { service: 'sync', url: 'https://b.example', load: 2, expected: 2 },
+      { service: 'sync', url: 'https://missing.example', load: 1, expected: 0 },
+    ];
+    assert.deepEqual(await reconcile(checks, true), ['found', 'ok', 'found']);
+    assert.equal((await store.get('sync', 'https://a.example'))?.currentLoad, 7, 'a dry run changes nothing');
+    const page = (await metrics.page()).body;
+    assert.match(page, /nodeassign_load_drift\{[^}]*application="sync"[^}]*node="https:\/\/a\.example"[^}]*\} 3/);
+    assert.match(page, /nodeassign_load_drift\{[^}]*node="https:\/\/b\.example"[^}]*\} 0/);
+    // A claim between the caller's read and the write is not lost: that node is reported changed.
+    await store.claim('sync', 'https://b.example');
+    const stale = { service: 'sync', url: 'https://b.example', load: 2, expected: 1 };
+    assert.deepEqual(await reconcile([...checks.slice(0, 1), stale, checks[2]!], false), ['corrected', 'changed', 'gone']);
+    const a = await store.get('sync', 'https://a.example');
+    assert.equal(a?.currentLoad, 4);
+    assert.equal(a?.available, 3);
+    assert.equal((await store.get('sync', 'https://b.example'))?.currentLoad, 3);
+    await assert.rejects(reconcile([{ service: 'sync', url: 'https://a.example', load: -1, expected: 0 }], false), BadRequest);
+  } finally {
+    c.close();
+    await running.close();
+    await store.close();
+  }
+});

@@ -5,20 +5,24 @@
 // deadline passed, or it cancelled) gets no slot: nothing would assign or
 // release it.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { Conflict, NoNodeAvailable, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
+import { BadRequest, Conflict, NoNodeAvailable, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { unary } from '../../lib/grpc.js';
 import type { Logger } from '../../lib/log.js';
+import type { NodeAssignMetrics } from '../../lib/metrics.js';
 import type {
   AddNodeRequest,
   AllocateRequest,
   ListNodesReply,
   ListNodesRequest,
   NodeReply,
+  LoadResult,
+  ReconcileLoadsReply,
+  ReconcileLoadsRequest,
   ReleaseRequest,
   RemoveNodeRequest,
   UpdateNodeRequest,
 } from '../../lib/gen/nodeassign.js';
-import { capacityProblem, initialAvailable, nodeInputProblem, rankNodes, releasedAvailable, serviceProblem } from './rules.js';
+import { capacityProblem, initialAvailable, loadDrift, nodeInputProblem, rankNodes, releasedAvailable, serviceProblem, type LoadCheck } from './rules.js';
 import type { NodeRecord, NodeStore } from './store.js';
 
 /** Candidates read per round: enough to get past the few that concurrent requests just filled. */
@@ -71,6 +75,33 @@ export async function allocate(store: NodeStore, service: string, releaseRate: n
   throw noNode(service);
 }
 
+/** Most checks one ReconcileLoads call may carry. */
+export const MAX_LOAD_CHECKS = 10_000;
+
+/** One node's check: the drift into the gauge, then (unless a dry run) the load set by compare-and-set. */
+export async function reconcileLoad(store: NodeStore, check: LoadCheck, dryRun: boolean, metrics?: NodeAssignMetrics): Promise<LoadResult['outcome']> {
+  fail(nodeInputProblem(check));
+  if (!Number.isSafeInteger(check.load) || check.load < 0 || !Number.isSafeInteger(check.expected) || check.expected < 0) {
+    throw new BadRequest('load and expected must be non-negative integers');
+  }
+  const drift = loadDrift(check);
+  metrics?.loadDrift.set({ application: check.service, node: check.url }, drift);
+  if (drift === 0) return 'ok';
+  if (dryRun) return 'found';
+  if (await store.setLoad(check.service, check.url, check.load, check.expected)) {
+    metrics?.loadCorrections.inc({ application: check.service });
+    return 'corrected';
+  }
+  return (await store.get(check.service, check.url)) ? 'changed' : 'gone';
+}
+
+export async function reconcileLoads(store: NodeStore, req: ReconcileLoadsRequest, metrics?: NodeAssignMetrics): Promise<ReconcileLoadsReply> {
+  if (req.checks.length > MAX_LOAD_CHECKS) throw new BadRequest(`at most ${MAX_LOAD_CHECKS} checks per call`);
+  const results: LoadResult[] = [];
+  for (const check of req.checks) results.push({ check, outcome: await reconcileLoad(store, check, req.dryRun, metrics) });
+  return { results };
+}
+
 export async function addNode(store: NodeStore, req: AddNodeRequest, releaseRate: number): Promise<NodeRecord> {
   fail(nodeInputProblem(req));
   const node: NodeRecord = {
@@ -94,10 +125,18 @@ export async function updateNode(store: NodeStore, req: UpdateNodeRequest): Prom
   return updated;
 }
 
-export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number): UntypedServiceImplementation {
+export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number, metrics?: NodeAssignMetrics): UntypedServiceImplementation {
   return {
     // NodeRecord has exactly the fields of the proto Node.
-    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req, ctx) => ({ node: await allocate(store, req.service, releaseRate, ctx.gone) })),
+    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req, ctx) => {
+      const gone = () => {
+        if (!ctx.gone()) return false;
+        metrics?.abandonedClaims.inc({ application: req.service });
+        return true;
+      };
+      return { node: await allocate(store, req.service, releaseRate, gone) };
+    }),
+    reconcileLoads: unary<ReconcileLoadsRequest, ReconcileLoadsReply>(log, 'ReconcileLoads', (req) => reconcileLoads(store, req, metrics)),
     release: unary<ReleaseRequest, NodeReply>(log, 'Release', async (req) => {
       fail(nodeInputProblem(req));
       const node = await store.release(req.service, req.url);
