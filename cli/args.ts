@@ -35,6 +35,7 @@ export type Command =
   | { kind: 'nodes list'; app: string }
   | { kind: 'nodes update'; app: string; url: string; patch: NodePatch }
   | { kind: 'nodes remove'; app: string; url: string }
+  | { kind: 'nodes reconcile'; app: string; dryRun: boolean }
   | { kind: 'nodes secret'; app: string; url: string; masterSecrets: string[]; tokenSecrets: TokenSecretsMode }
   | { kind: 'users show'; app: string; email: string }
   | { kind: 'users retire'; app: string; email: string }
@@ -213,6 +214,14 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     needs: ['nodeassign', 'directory'],
     build: (a) => ({ kind: 'nodes remove', app: appArg(a.app!), url: urlArg(a.url!) }),
+  },
+  {
+    name: 'nodes reconcile',
+    args: ['[app]'],
+    summary: "recount each node's load from the directory (live users plus replaced uids not yet released) and correct the difference",
+    options: { 'dry-run': { type: 'boolean', description: 'report the differences, change nothing' } },
+    needs: ['nodeassign', 'directory'],
+    build: (a, o) => ({ kind: 'nodes reconcile', app: a.app === undefined ? '' : appArg(a.app), dryRun: o['dry-run'] === true }),
   },
   {
     name: 'nodes secret',

@@ -11,7 +11,8 @@ import type { Node } from '../lib/gen/nodeassign.js';
 import { tokenSecrets } from '../lib/token.js';
 import type { Command } from './args.js';
 import { CliFailure, type Backends, type Globals } from './backends.js';
-import { formatNode, formatNodes, formatRemoved, formatSetup, formatUser, formatUserList } from './format.js';
+import { reconcileNodes } from '../services/nodeassign/rules.js';
+import { formatNode, formatNodes, formatReconcile, formatRemoved, formatSetup, formatUser, formatUserList, type ReconcileRow } from './format.js';
 import { formatPurge, purge } from './purge.js';
 
 export interface Output {
@@ -135,6 +136,34 @@ async function health(cmd: Extract<Command, { kind: 'health' }>, deadlineMs: num
   }
 }
 
+/** Rounds of read, count and compare-and-set before a node whose load keeps moving is reported as such. */
+const RECONCILE_ROUNDS = 5;
+
+/**
+ * Each node's load is read before the records are counted, and nodeassign
+ * sets it only if it is still that load: a login that claimed a slot
+ * meanwhile makes that node's check fail, and the node is read and counted again.
+ */
+async function nodesReconcile(b: Backends, cmd: Extract<Command, { kind: 'nodes reconcile' }>): Promise<Output> {
+  const rows = new Map<string, ReconcileRow>();
+  const key = (service: string, url: string) => JSON.stringify([service, url]);
+  let pending: Set<string> | undefined;
+  for (let round = 0; round < RECONCILE_ROUNDS && pending?.size !== 0; round++) {
+    const { nodes } = await b.rpc('nodeassign', (c) => c.listNodes, { service: cmd.app });
+    const { counts } = await b.rpc('directory', (c) => c.countUsers, { service: cmd.app });
+    const checks = reconcileNodes(counts, nodes).filter((c) => !pending || pending.has(key(c.service, c.url)));
+    const { results } = await b.rpc('nodeassign', (c) => c.reconcileLoads, { checks, dryRun: cmd.dryRun });
+    pending = new Set();
+    for (const r of results) {
+      const check = r.check!;
+      rows.set(key(check.service, check.url), { ...check, outcome: r.outcome });
+      if (r.outcome === 'changed') pending.add(key(check.service, check.url));
+    }
+  }
+  const list = [...rows.values()];
+  return { json: { dryRun: cmd.dryRun, nodes: list }, text: formatReconcile(list), code: list.some((r) => r.outcome === 'changed') ? 1 : 0 };
+}
+
 /** Where errors and a long command's progress go: stderr (progress only when it is a terminal). */
 export interface ProgressOutput {
   stderr(text: string): void;
@@ -158,6 +187,8 @@ export async function execute(cmd: Command, b: Backends, globals: Globals, io?: 
     }
     case 'nodes remove':
       return nodesRemove(b, cmd);
+    case 'nodes reconcile':
+      return nodesReconcile(b, cmd);
     case 'nodes secret': {
       const secrets = [...tokenSecrets(cmd.tokenSecrets, cmd.masterSecrets, cmd.url)];
       return { json: { app: cmd.app, url: cmd.url, tokenSecrets: cmd.tokenSecrets, secrets }, text: secrets.map((s) => `${s}\n`).join('') };

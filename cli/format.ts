@@ -69,3 +69,31 @@ export function formatUserList(users: User[], next: string, replaced: boolean, n
   const body = rows.length > 0 ? table([head, ...rows]) : replaced ? 'no replaced records\n' : 'no users\n';
   return body + (next ? `more: --after ${next}\n` : '');
 }
+
+/** One node's reconcile: its load, what the records call for, and what was done. */
+export interface ReconcileRow {
+  service: string;
+  url: string;
+  load: number;
+  expected: number;
+  outcome: string;
+}
+
+const RECONCILE_OUTCOMES: Record<string, string> = {
+  ok: 'ok',
+  corrected: 'corrected',
+  found: 'would correct (dry run)',
+  changed: 'load kept changing: run again',
+  gone: 'node removed meanwhile',
+};
+
+export function formatReconcile(rows: ReconcileRow[]): string {
+  if (rows.length === 0) return 'no nodes\n';
+  return table([
+    ['APP', 'URL', 'LOAD', 'RECORDS', 'DRIFT', 'RESULT'],
+    ...rows.map((r) => {
+      const drift = r.load - r.expected;
+      return [r.service, r.url, String(r.load), String(r.expected), drift > 0 ? `+${drift}` : String(drift), RECONCILE_OUTCOMES[r.outcome] ?? r.outcome];
+    }),
+  ]);
+}

@@ -77,7 +77,7 @@ export const DEFAULTS = {
   /** The FxA e-mail domain: there an e-mail's local part is the account id (DESIGN §9.3). */
   OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com',
   /**
-   * Where /metrics listens when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT / DIRECTORY_METRICS_PORT is set
+   * Where /metrics listens when LOGIN_METRICS_PORT / GATEWAY_METRICS_PORT / DIRECTORY_METRICS_PORT / NODEASSIGN_METRICS_PORT is set
    * (unset: no metrics listener, and /metrics is never on the public ports).
    */
   METRICS_HOST: '127.0.0.1',
@@ -530,6 +530,8 @@ export interface NodeAssignConfig {
   host: string;
   releaseRate: number;
   auth: GrpcAuth;
+  /** NODEASSIGN_METRICS_PORT: unset, no /metrics at all. */
+  metrics?: MetricsListener;
 }
 
 export function nodeAssignConfig(env: Env): NodeAssignConfig {
@@ -539,6 +541,7 @@ export function nodeAssignConfig(env: Env): NodeAssignConfig {
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
     releaseRate: num(env, 'RELEASE_RATE', DEFAULTS.RELEASE_RATE, 0.0001, 1),
     auth: grpcAuth(env),
+    metrics: metricsListener(env, 'NODEASSIGN_METRICS_PORT'),
   };
 }
 

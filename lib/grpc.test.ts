@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
 import { DirectoryClient, DirectoryService } from './gen/directory.js';
-import { call, CLIENT_OPTIONS, grpcClient, MAX_HEALTH_WATCHES_PER_PEER, peerAddress, secretMatches, startServer } from './grpc.js';
+import { call, callGone, CLIENT_OPTIONS, grpcClient, MAX_HEALTH_WATCHES_PER_PEER, peerAddress, secretMatches, startServer } from './grpc.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
 import { makePki } from '../tests/support/tls.js';
@@ -185,4 +185,15 @@ test('clients spread calls round robin over every address of the target, and lea
     client.close();
     await servers[1].close();
   }
+});
+
+test('callGone: a cancelled call, or one whose deadline (Date or ms) has passed; no deadline is Infinity', () => {
+  const now = 1_700_000_000_000;
+  const at = (cancelled: boolean, deadline: grpc.Deadline) => callGone({ cancelled, getDeadline: () => deadline }, now);
+  assert.equal(at(true, Infinity), true);
+  assert.equal(at(false, Infinity), false);
+  assert.equal(at(false, now + 1), false);
+  assert.equal(at(false, now), true);
+  assert.equal(at(false, new Date(now - 1)), true);
+  assert.equal(at(false, new Date(now + 1000)), false);
 });

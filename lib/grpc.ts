@@ -77,18 +77,35 @@ export function toServiceError(err: unknown, log: Logger, method: string): Parti
 
 export interface CallContext {
   requestId: string;
+  /** Whether the caller is gone (cancelled, or its deadline passed): nothing it asked for may still take effect. */
+  gone(): boolean;
+}
+
+/** Whether a server call's caller is gone: grpc-js marks a cancelled call; a passed deadline may not be marked yet. */
+export function callGone(call: { cancelled: boolean; getDeadline(): grpc.Deadline }, now = Date.now()): boolean {
+  if (call.cancelled) return true;
+  const deadline = call.getDeadline();
+  const ms = deadline instanceof Date ? deadline.getTime() : deadline;
+  return ms <= now;
 }
 
 /**
  * Runs one call's handler and logs its `rpc` line with the caller's request
  * id, so that these lines join that request's; rejects with what it threw.
  */
-export function logged<Req, Res>(log: Logger, method: string, requestId: string, fn: (req: Req, ctx: CallContext) => Promise<Res>, req: Req): Promise<Res> {
+export function logged<Req, Res>(
+  log: Logger,
+  method: string,
+  requestId: string,
+  fn: (req: Req, ctx: CallContext) => Promise<Res>,
+  req: Req,
+  gone: () => boolean = () => false,
+): Promise<Res> {
   const started = performance.now();
   const done = (outcome: string): void => {
     log.debug({ requestId, method, outcome, ms: Math.round(performance.now() - started) }, 'rpc');
   };
-  return fn(req, { requestId }).then(
+  return fn(req, { requestId, gone }).then(
     (res) => {
       done('ok');
       return res;
@@ -109,7 +126,7 @@ export function unary<Req, Res>(
   return (call, callback) => {
     // The caller's id (login's request id) when sane.
     const requestId = requestIdFrom(call.metadata.get(REQUEST_ID)[0]);
-    logged(log, method, requestId, fn, call.request).then(
+    logged(log, method, requestId, fn, call.request, () => callGone(call)).then(
       (res) => callback(null, res),
       (err) => callback(toServiceError(err, log.child({ requestId }), method)),
     );

@@ -272,3 +272,28 @@ export class DirectoryMetrics extends ServiceMetrics {
     return new Counter({ name, help, labelNames: ['application'], registers: [this.registry] });
   }
 }
+
+export class NodeAssignMetrics extends ServiceMetrics {
+  readonly loadDrift = new Gauge<'application' | 'node'>({
+    name: 'nodeassign_load_drift',
+    help: "Each node's load minus what the directory's records call for (live users plus replaced uids not released), as the last reconcile found it",
+    labelNames: ['application', 'node'],
+    registers: [this.registry],
+  });
+  readonly loadCorrections = new Counter<'application'>({
+    name: 'nodeassign_load_corrections_total',
+    help: 'Node loads set to what the directory records call for by reconcile, by application',
+    labelNames: ['application'],
+    registers: [this.registry],
+  });
+  readonly abandonedClaims = new Counter<'application'>({
+    name: 'nodeassign_abandoned_claims_total',
+    help: 'Slots given back (or never claimed) because the Allocate caller was gone, by application',
+    labelNames: ['application'],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    super('nodeassign');
+  }
+}

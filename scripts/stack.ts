@@ -117,7 +117,13 @@ export async function startPart(name: PartName, env: Env, links: PartLinks = {},
     }
     case 'nodeassign': {
       const { startNodeAssign } = await import('../services/nodeassign/server.js');
-      const n = await startNodeAssign({ storeUrl: ctx.store, host, port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT), auth });
+      const n = await startNodeAssign({
+        storeUrl: ctx.store,
+        host,
+        port: port(env, 'NODEASSIGN_PORT', DEFAULTS.NODEASSIGN_PORT),
+        auth,
+        metrics: metricsListener(env, 'NODEASSIGN_METRICS_PORT'),
+      });
       return { info: { port: n.port }, close: n.close };
     }
     case 'demo-app': {

@@ -18,6 +18,8 @@ import { startDirectory } from '../services/directory/server.js';
 import { startNodeAssign } from '../services/nodeassign/server.js';
 import { startLogin } from '../services/login/server.js';
 import { newSecret, TEST_AUTH } from './support/services.js';
+import { NodeAssignClient } from '../lib/gen/nodeassign.js';
+import { call, grpcClient } from '../lib/grpc.js';
 import { parseToken } from '../lib/token.js';
 import { InvalidCredentials } from '../lib/errors.js';
 
@@ -261,6 +263,35 @@ test('nodes remove moves its users to another node at their next login', async (
   assert.ok(second.body.api_endpoint.startsWith(`${b}/1.5/`), second.body.api_endpoint);
   assert.equal((await ok(['users', 'show', 'sync', 'alice@example.com', '--json'])).json.user.node, b);
   await ok(['nodes', 'remove', 'sync', b]);
+});
+
+test('nodes reconcile: a dry run reports a load pushed off by slots nobody holds; the real run sets it to the live users', async () => {
+  const url = 'https://node-reconcile.example';
+  await ok(['nodes', 'add', 'sync', url, '--capacity', '100']);
+  for (const email of ['rec1@example.com', 'rec2@example.com']) assert.equal((await login(email)).status, 200);
+  // Allocations nobody assigns: the slots a login that gave up at its deadline leaves behind.
+  const client = grpcClient(NodeAssignClient, env.NODEASSIGN_ADDR!, TEST_AUTH);
+  try {
+    for (let i = 0; i < 3; i++) await call(client, client.allocate, { service: 'sync' }, { deadlineMs: 5000, retryAfter: 1 });
+  } finally {
+    client.close();
+  }
+  const loadOf = async () => (await ok(['nodes', 'list', 'sync', '--json'])).json.nodes.find((n: any) => n.url === url);
+  assert.equal((await loadOf()).currentLoad, 5);
+
+  const dry = await ok(['nodes', 'reconcile', 'sync', '--dry-run', '--json']);
+  assert.deepEqual(dry.json.nodes.find((n: any) => n.url === url), { service: 'sync', url, load: 5, expected: 2, outcome: 'found' });
+  assert.equal((await loadOf()).currentLoad, 5, 'a dry run changes nothing');
+  assert.match((await ok(['nodes', 'reconcile', 'sync', '--dry-run'])).stdout, /node-reconcile\.example\s+5\s+2\s+\+3\s+would correct \(dry run\)/);
+
+  const real = await ok(['nodes', 'reconcile', 'sync', '--json']);
+  assert.deepEqual(real.json.nodes.find((n: any) => n.url === url), { service: 'sync', url, load: 5, expected: 2, outcome: 'corrected' });
+  const node = await loadOf();
+  assert.equal(node.currentLoad, 2);
+  assert.equal(node.liveUsers, 2);
+  const again = await ok(['nodes', 'reconcile', 'sync', '--json']);
+  assert.equal(again.json.nodes.find((n: any) => n.url === url).outcome, 'ok');
+  await ok(['nodes', 'remove', 'sync', url]);
 });
 
 test("nodes secret: login's signing secret for that exact node URL first, then older ones; TOKEN_SECRETS=master prints the master secrets", async () => {

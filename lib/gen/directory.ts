@@ -173,6 +173,8 @@ export interface NodeUserCount {
   node: string;
   live: number;
   replaced: number;
+  /** Of the replaced: those whose node slot was not given back (still counted in the node's load). */
+  unreleased: number;
 }
 
 export interface CountUsersReply {
@@ -2089,7 +2091,7 @@ export const CountUsersRequest: MessageFns<CountUsersRequest> = {
 };
 
 function createBaseNodeUserCount(): NodeUserCount {
-  return { service: "", node: "", live: 0, replaced: 0 };
+  return { service: "", node: "", live: 0, replaced: 0, unreleased: 0 };
 }
 
 export const NodeUserCount: MessageFns<NodeUserCount> = {
@@ -2105,6 +2107,9 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
     }
     if (message.replaced !== 0) {
       writer.uint32(32).int64(message.replaced);
+    }
+    if (message.unreleased !== 0) {
+      writer.uint32(40).int64(message.unreleased);
     }
     return writer;
   },
@@ -2154,6 +2159,14 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
             message.replaced = longToNumber(reader.int64());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.unreleased = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2172,6 +2185,7 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
       node: isSet(object.node) ? globalThis.String(object.node) : "",
       live: isSet(object.live) ? globalThis.Number(object.live) : 0,
       replaced: isSet(object.replaced) ? globalThis.Number(object.replaced) : 0,
+      unreleased: isSet(object.unreleased) ? globalThis.Number(object.unreleased) : 0,
     };
   },
 
@@ -2189,6 +2203,9 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
     if (message.replaced !== 0) {
       obj.replaced = Math.round(message.replaced);
     }
+    if (message.unreleased !== 0) {
+      obj.unreleased = Math.round(message.unreleased);
+    }
     return obj;
   },
 
@@ -2201,6 +2218,7 @@ export const NodeUserCount: MessageFns<NodeUserCount> = {
     message.node = object.node ?? "";
     message.live = object.live ?? 0;
     message.replaced = object.replaced ?? 0;
+    message.unreleased = object.unreleased ?? 0;
     return message;
   },
 };

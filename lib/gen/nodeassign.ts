@@ -87,6 +87,36 @@ export interface ImportNodeReply {
   node: Node | undefined;
 }
 
+export interface LoadCheck {
+  service: string;
+  url: string;
+  /** The load the caller read before it counted the records. */
+  load: number;
+  /** Live users plus replaced uids whose slot was not given back. */
+  expected: number;
+}
+
+export interface ReconcileLoadsRequest {
+  checks: LoadCheck[];
+  /** Report the drift, change nothing. */
+  dryRun: boolean;
+}
+
+export interface LoadResult {
+  check:
+    | LoadCheck
+    | undefined;
+  /**
+   * "ok" (no drift), "corrected", "found" (dry run), "changed" (the load moved
+   * since it was read: read and count again), "gone" (no such node).
+   */
+  outcome: string;
+}
+
+export interface ReconcileLoadsReply {
+  results: LoadResult[];
+}
+
 function createBaseNode(): Node {
   return { service: "", url: "", capacity: 0, currentLoad: 0, available: 0, downed: false, backoff: false };
 }
@@ -1102,6 +1132,368 @@ export const ImportNodeReply: MessageFns<ImportNodeReply> = {
   },
 };
 
+function createBaseLoadCheck(): LoadCheck {
+  return { service: "", url: "", load: 0, expected: 0 };
+}
+
+export const LoadCheck: MessageFns<LoadCheck> = {
+  encode(message: LoadCheck, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.url !== "") {
+      writer.uint32(18).string(message.url);
+    }
+    if (message.load !== 0) {
+      writer.uint32(24).int64(message.load);
+    }
+    if (message.expected !== 0) {
+      writer.uint32(32).int64(message.expected);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoadCheck {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoadCheck();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.load = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expected = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoadCheck {
+    return {
+      service: isSet(object.service) ? globalThis.String(object.service) : "",
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      load: isSet(object.load) ? globalThis.Number(object.load) : 0,
+      expected: isSet(object.expected) ? globalThis.Number(object.expected) : 0,
+    };
+  },
+
+  toJSON(message: LoadCheck): unknown {
+    const obj: any = {};
+    if (message.service !== "") {
+      obj.service = message.service;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.load !== 0) {
+      obj.load = Math.round(message.load);
+    }
+    if (message.expected !== 0) {
+      obj.expected = Math.round(message.expected);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoadCheck>, I>>(base?: I): LoadCheck {
+    return LoadCheck.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoadCheck>, I>>(object: I): LoadCheck {
+    const message = createBaseLoadCheck();
+    message.service = object.service ?? "";
+    message.url = object.url ?? "";
+    message.load = object.load ?? 0;
+    message.expected = object.expected ?? 0;
+    return message;
+  },
+};
+
+function createBaseReconcileLoadsRequest(): ReconcileLoadsRequest {
+  return { checks: [], dryRun: false };
+}
+
+export const ReconcileLoadsRequest: MessageFns<ReconcileLoadsRequest> = {
+  encode(message: ReconcileLoadsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.checks) {
+      LoadCheck.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReconcileLoadsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReconcileLoadsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.checks.push(LoadCheck.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReconcileLoadsRequest {
+    return {
+      checks: globalThis.Array.isArray(object?.checks) ? object.checks.map((e: any) => LoadCheck.fromJSON(e)) : [],
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: ReconcileLoadsRequest): unknown {
+    const obj: any = {};
+    if (message.checks?.length) {
+      obj.checks = message.checks.map((e) => LoadCheck.toJSON(e));
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReconcileLoadsRequest>, I>>(base?: I): ReconcileLoadsRequest {
+    return ReconcileLoadsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReconcileLoadsRequest>, I>>(object: I): ReconcileLoadsRequest {
+    const message = createBaseReconcileLoadsRequest();
+    message.checks = object.checks?.map((e) => LoadCheck.fromPartial(e)) || [];
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseLoadResult(): LoadResult {
+  return { check: undefined, outcome: "" };
+}
+
+export const LoadResult: MessageFns<LoadResult> = {
+  encode(message: LoadResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.check !== undefined) {
+      LoadCheck.encode(message.check, writer.uint32(10).fork()).join();
+    }
+    if (message.outcome !== "") {
+      writer.uint32(18).string(message.outcome);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoadResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoadResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.check = LoadCheck.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoadResult {
+    return {
+      check: isSet(object.check) ? LoadCheck.fromJSON(object.check) : undefined,
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+    };
+  },
+
+  toJSON(message: LoadResult): unknown {
+    const obj: any = {};
+    if (message.check !== undefined) {
+      obj.check = LoadCheck.toJSON(message.check);
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoadResult>, I>>(base?: I): LoadResult {
+    return LoadResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoadResult>, I>>(object: I): LoadResult {
+    const message = createBaseLoadResult();
+    message.check = (object.check !== undefined && object.check !== null)
+      ? LoadCheck.fromPartial(object.check)
+      : undefined;
+    message.outcome = object.outcome ?? "";
+    return message;
+  },
+};
+
+function createBaseReconcileLoadsReply(): ReconcileLoadsReply {
+  return { results: [] };
+}
+
+export const ReconcileLoadsReply: MessageFns<ReconcileLoadsReply> = {
+  encode(message: ReconcileLoadsReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      LoadResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReconcileLoadsReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReconcileLoadsReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(LoadResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReconcileLoadsReply {
+    return {
+      results: globalThis.Array.isArray(object?.results) ? object.results.map((e: any) => LoadResult.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ReconcileLoadsReply): unknown {
+    const obj: any = {};
+    if (message.results?.length) {
+      obj.results = message.results.map((e) => LoadResult.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReconcileLoadsReply>, I>>(base?: I): ReconcileLoadsReply {
+    return ReconcileLoadsReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReconcileLoadsReply>, I>>(object: I): ReconcileLoadsReply {
+    const message = createBaseReconcileLoadsReply();
+    message.results = object.results?.map((e) => LoadResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type NodeAssignService = typeof NodeAssignService;
 export const NodeAssignService = {
   /**
@@ -1180,6 +1572,21 @@ export const NodeAssignService = {
     responseSerialize: (value: ImportNodeReply): Buffer => Buffer.from(ImportNodeReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ImportNodeReply => ImportNodeReply.decode(value),
   },
+  /**
+   * Sets each node's load to what the directory's records call for, if the
+   * load is still the one the caller read before counting (compare-and-set);
+   * records the drift found in the nodeassign_load_drift gauge.
+   */
+  reconcileLoads: {
+    path: "/tokenserver.nodeassign.v1.NodeAssign/ReconcileLoads" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReconcileLoadsRequest): Buffer =>
+      Buffer.from(ReconcileLoadsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReconcileLoadsRequest => ReconcileLoadsRequest.decode(value),
+    responseSerialize: (value: ReconcileLoadsReply): Buffer => Buffer.from(ReconcileLoadsReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReconcileLoadsReply => ReconcileLoadsReply.decode(value),
+  },
 } as const;
 
 export interface NodeAssignServer extends UntypedServiceImplementation {
@@ -1203,6 +1610,12 @@ export interface NodeAssignServer extends UntypedServiceImplementation {
    * slots too), added or overwritten. Result "created", "updated" or "unchanged".
    */
   importNode: handleUnaryCall<ImportNodeRequest, ImportNodeReply>;
+  /**
+   * Sets each node's load to what the directory's records call for, if the
+   * load is still the one the caller read before counting (compare-and-set);
+   * records the drift found in the nodeassign_load_drift gauge.
+   */
+  reconcileLoads: handleUnaryCall<ReconcileLoadsRequest, ReconcileLoadsReply>;
 }
 
 export interface NodeAssignClient extends Client {
@@ -1323,6 +1736,26 @@ export interface NodeAssignClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ImportNodeReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Sets each node's load to what the directory's records call for, if the
+   * load is still the one the caller read before counting (compare-and-set);
+   * records the drift found in the nodeassign_load_drift gauge.
+   */
+  reconcileLoads(
+    request: ReconcileLoadsRequest,
+    callback: (error: ServiceError | null, response: ReconcileLoadsReply) => void,
+  ): ClientUnaryCall;
+  reconcileLoads(
+    request: ReconcileLoadsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReconcileLoadsReply) => void,
+  ): ClientUnaryCall;
+  reconcileLoads(
+    request: ReconcileLoadsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReconcileLoadsReply) => void,
   ): ClientUnaryCall;
 }
 

@@ -37,9 +37,9 @@ test('trimClientStates: by the states removed, nothing when none', () => {
 test('recordCounts: live and replaced per application, summed over nodes', () => {
   assert.deepEqual(
     recordCounts([
-      { service: 'notes', node: '', live: 1, replaced: 0 },
-      { service: 'sync', node: '', live: 2, replaced: 0 },
-      { service: 'sync', node: 'https://n1', live: 3, replaced: 4 },
+      { service: 'notes', node: '', live: 1, replaced: 0, unreleased: 0 },
+      { service: 'sync', node: '', live: 2, replaced: 0, unreleased: 0 },
+      { service: 'sync', node: 'https://n1', live: 3, replaced: 4, unreleased: 0 },
     ]),
     [
       { application: 'notes', state: 'live', count: 1 },

@@ -255,8 +255,8 @@ export class MongoUserStore implements UserStore {
   counts(service: string): Promise<NodeCount[]> {
     const match = service === '' ? {} : { service };
     return mongoCall(async () => {
-      type Group = { _id: { service: string; node: string }; n: number };
-      const flat = (g: Group[]) => g.map((x) => ({ service: x._id.service, node: x._id.node, n: x.n }));
+      type Group = { _id: { service: string; node: string; released?: boolean | null }; n: number };
+      const flat = (g: Group[]) => g.map((x) => ({ service: x._id.service, node: x._id.node, released: x._id.released, n: x.n }));
       const live = await this.users
         // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
         .aggregate<Group>([{ $match: { ...match, uid: { $ne: 0 } } }, { $group: { _id: { service: '$service', node: '$node' }, n: { $sum: 1 } } }])
@@ -265,7 +265,7 @@ export class MongoUserStore implements UserStore {
         .aggregate<Group>([
           { $match: match },
           { $unwind: '$replaced' },
-          { $group: { _id: { service: '$service', node: '$replaced.node' }, n: { $sum: 1 } } },
+          { $group: { _id: { service: '$service', node: '$replaced.node', released: '$replaced.released' }, n: { $sum: 1 } } },
         ])
         .toArray();
       return mergeCounts(flat(live), flat(replaced));

@@ -139,9 +139,9 @@ export class SqliteUserStore implements UserStore {
         // uid 0: a retired account (rules.ts RETIRED_UID), which has no live record.
         "SELECT service, node, count(*) AS n FROM dir_users WHERE (? = '' OR service = ?) AND uid != 0 GROUP BY service, node",
       ),
-      replacedCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
-        `SELECT u.service AS service, json_extract(r.value, '$.node') AS node, count(*) AS n
-         FROM dir_users u, json_each(u.replaced) r WHERE (? = '' OR u.service = ?) GROUP BY 1, 2`,
+      replacedCounts: db.prepare<[string, string], { service: string; node: string; released: number | null; n: number }>(
+        `SELECT u.service AS service, json_extract(r.value, '$.node') AS node, json_extract(r.value, '$.released') AS released, count(*) AS n
+         FROM dir_users u, json_each(u.replaced) r WHERE (? = '' OR u.service = ?) GROUP BY 1, 2, 3`,
       ),
       // Inserted, or an expired claim taken over: one row changed. A live claim: none.
       claimEvent: db.prepare<[{ key: string; expiresAt: number; now: number }]>(

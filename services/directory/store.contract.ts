@@ -344,16 +344,16 @@ export function userStoreContract(
     assert.deepEqual(emails(await store.list({ service: 'notes', limit: 10 })), []);
   });
 
-  it('counts gives live and replaced records per (service, node)', async (store) => {
-    const old = (uid: number, node: string) => ({ uid, node, replacedAt: 1, released: false });
+  it('counts gives live, replaced and unreleased replaced records per (service, node)', async (store) => {
+    const old = (uid: number, node: string, released = false) => ({ uid, node, replacedAt: 1, released });
     await store.insert(sampleUser({ email: 'a@x', uid: 1, node: 'https://n1.example' }));
-    await store.insert(sampleUser({ email: 'b@x', uid: 2, node: 'https://n1.example', replaced: [old(20, 'https://n2.example')] }));
-    await store.insert(sampleUser({ email: 'c@x', uid: 3, node: '', replaced: [old(30, 'https://n2.example'), old(31, 'https://n1.example')] }));
+    await store.insert(sampleUser({ email: 'b@x', uid: 2, node: 'https://n1.example', replaced: [old(20, 'https://n2.example'), old(21, 'https://n1.example', true)] }));
+    await store.insert(sampleUser({ email: 'c@x', uid: 3, node: '', replaced: [old(30, 'https://n2.example'), old(31, 'https://n1.example'), old(32, 'https://n2.example', true)] }));
     await store.insert(sampleUser({ service: 'notes', email: 'a@x', uid: 4, node: 'https://m.example' }));
     assert.deepEqual(await store.counts('sync'), [
-      { service: 'sync', node: '', live: 1, replaced: 0 },
-      { service: 'sync', node: 'https://n1.example', live: 2, replaced: 1 },
-      { service: 'sync', node: 'https://n2.example', live: 0, replaced: 2 },
+      { service: 'sync', node: '', live: 1, replaced: 0, unreleased: 0 },
+      { service: 'sync', node: 'https://n1.example', live: 2, replaced: 2, unreleased: 1 },
+      { service: 'sync', node: 'https://n2.example', live: 0, replaced: 3, unreleased: 2 },
     ]);
     assert.deepEqual((await store.counts('')).map((c) => c.service), ['notes', 'sync', 'sync', 'sync']);
     assert.deepEqual(await store.counts('none'), []);

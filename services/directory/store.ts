@@ -60,6 +60,8 @@ export interface NodeCount {
   node: string;
   live: number;
   replaced: number;
+  /** Of `replaced`: those whose slot was not given back, so the node still counts them in its load. */
+  unreleased: number;
 }
 
 /** The uid counter: the last uid handed out or reserved, and the highest uid an import reserved (0: none). */
@@ -105,7 +107,7 @@ export interface UserStore {
   unassignNode(service: string, node: string): Promise<number>;
   /** Users in (service, email) order after `q.after`, at most `q.limit`: a stable cursor under inserts and deletes. */
   list(q: ListQuery): Promise<UserRecord[]>;
-  /** Live and replaced records per (service, node); `service` '' counts every application. */
+  /** Live, replaced and unreleased replaced records per (service, node); `service` '' counts every application. */
   counts(service: string): Promise<NodeCount[]>;
   /**
    * Claims a security event token's key until `expiresAt` (ms): true when no
@@ -124,19 +126,27 @@ export interface UserStore {
   close(): Promise<void>;
 }
 
-/** Live and replaced counts per (service, node), from the two groupings a store makes, in (service, node) order. */
+/**
+ * Counts per (service, node), in (service, node) order, from the two groupings
+ * a store makes: live records, and replaced records by their `released` flag
+ * (missing in old records: not released).
+ */
 export function mergeCounts(
   live: Array<{ service: string; node: string; n: number }>,
-  replaced: Array<{ service: string; node: string; n: number }>,
+  replaced: Array<{ service: string; node: string; released: boolean | number | null | undefined; n: number }>,
 ): NodeCount[] {
   const byKey = new Map<string, NodeCount>();
   const entry = (service: string, node: string) => {
     const key = JSON.stringify([service, node]);
     let c = byKey.get(key);
-    if (!c) byKey.set(key, (c = { service, node, live: 0, replaced: 0 }));
+    if (!c) byKey.set(key, (c = { service, node, live: 0, replaced: 0, unreleased: 0 }));
     return c;
   };
   for (const r of live) entry(r.service, r.node).live += r.n;
-  for (const r of replaced) entry(r.service, r.node).replaced += r.n;
+  for (const r of replaced) {
+    const c = entry(r.service, r.node);
+    c.replaced += r.n;
+    if (!r.released) c.unreleased += r.n;
+  }
   return [...byKey.values()].sort((a, b) => (a.service === b.service ? (a.node < b.node ? -1 : 1) : a.service < b.service ? -1 : 1));
 }

@@ -18,6 +18,16 @@ test('nodeassign entry point: listens, logs its port, exits 0 on SIGTERM', async
   }
 });
 
+test('nodeassign entry point: NODEASSIGN_METRICS_PORT starts the /metrics listener, on loopback', async () => {
+  const run = await runEntryPoint(
+    entry,
+    { STORE_URL: 'sqlite::memory:', NODEASSIGN_PORT: '0', NODEASSIGN_METRICS_PORT: '0', INTERNAL_SECRET: TEST_AUTH.internalSecret },
+    /nodeassign listening/,
+  );
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stdout, /"host":"127\.0\.0\.1".*"msg":"metrics listening"/);
+});
+
 test('nodeassign entry point: invalid configuration prints the variable and exits 1', async () => {
   const run = await runEntryPoint(entry, { RELEASE_RATE: '2', NODEASSIGN_PORT: '0', INTERNAL_SECRET: TEST_AUTH.internalSecret }, /listening/);
   assert.equal(run.code, 1);

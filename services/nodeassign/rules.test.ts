@@ -5,12 +5,15 @@ import {
   importedNodeProblem,
   nodeImportOutcome,
   capacityProblem,
+  correctedAvailable,
   initialAvailable,
   isEligible,
   isReleasable,
+  loadDrift,
   nodeInputProblem,
   pickNode,
   rankNodes,
+  reconcileNodes,
   releasedAvailable,
   serviceProblem,
   urlProblem,
@@ -148,4 +151,50 @@ test('nodeImportOutcome: created when missing, unchanged when equal, updated on 
   for (const d of [{ capacity: 11 }, { currentLoad: 6 }, { available: 3 }, { downed: true }, { backoff: true }]) {
     assert.equal(nodeImportOutcome({ ...n, ...d }, n), 'updated', JSON.stringify(d));
   }
+});
+
+test('reconcileNodes: expected load = live + unreleased of the same (service, node); none recorded → 0; unknown nodes left out', () => {
+  const holders = [
+    { service: 'sync', node: 'https://a', live: 3, unreleased: 2 },
+    { service: 'sync', node: 'https://b', live: 1, unreleased: 0 },
+    // The same url under another application is another node.
+    { service: 'notes', node: 'https://a', live: 7, unreleased: 0 },
+    // Records without a node, and on a node that is not registered, correct nothing.
+    { service: 'sync', node: '', live: 4, unreleased: 0 },
+    { service: 'sync', node: 'https://gone', live: 9, unreleased: 9 },
+  ];
+  const nodes = [
+    { service: 'sync', url: 'https://a', currentLoad: 6 },
+    { service: 'sync', url: 'https://b', currentLoad: 1 },
+    { service: 'sync', url: 'https://c', currentLoad: 2 },
+    { service: 'notes', url: 'https://a', currentLoad: 5 },
+  ];
+  assert.deepEqual(reconcileNodes(holders, nodes), [
+    { service: 'sync', url: 'https://a', load: 6, expected: 5 },
+    { service: 'sync', url: 'https://b', load: 1, expected: 1 },
+    { service: 'sync', url: 'https://c', load: 2, expected: 0 },
+    { service: 'notes', url: 'https://a', load: 5, expected: 7 },
+  ]);
+  assert.deepEqual(reconcileNodes([], []), []);
+});
+
+test('reconcileNodes: several counts of one node add up', () => {
+  const holders = [
+    { service: 'sync', node: 'https://a', live: 1, unreleased: 0 },
+    { service: 'sync', node: 'https://a', live: 0, unreleased: 2 },
+  ];
+  assert.deepEqual(reconcileNodes(holders, [{ service: 'sync', url: 'https://a', currentLoad: 3 }]), [{ service: 'sync', url: 'https://a', load: 3, expected: 3 }]);
+});
+
+test('loadDrift: load minus expected, either sign', () => {
+  assert.equal(loadDrift({ service: 's', url: 'u', load: 7, expected: 5 }), 2);
+  assert.equal(loadDrift({ service: 's', url: 'u', load: 5, expected: 5 }), 0);
+  assert.equal(loadDrift({ service: 's', url: 'u', load: 3, expected: 5 }), -2);
+});
+
+test('correctedAvailable: slots come back with a lower load, go with a higher one, never below 0', () => {
+  assert.equal(correctedAvailable(0, 7, 5), 2);
+  assert.equal(correctedAvailable(3, 5, 7), 1);
+  assert.equal(correctedAvailable(1, 5, 7), 0);
+  assert.equal(correctedAvailable(4, 5, 5), 4);
 });

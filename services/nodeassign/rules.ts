@@ -109,3 +109,43 @@ export function nodeImportOutcome(stored: NodeRecord | null, incoming: NodeRecor
     stored.backoff === incoming.backoff;
   return same ? 'unchanged' : 'updated';
 }
+
+/** What the directory holds on one node: live users, and replaced uids whose slot was not given back. */
+export interface NodeHolders {
+  service: string;
+  node: string;
+  live: number;
+  unreleased: number;
+}
+
+/** One node's load as read, and the load the directory's records call for. */
+export interface LoadCheck {
+  service: string;
+  url: string;
+  load: number;
+  expected: number;
+}
+
+/**
+ * Every node's load beside the load its records call for (live users plus
+ * replaced uids not yet released; 0 for a node the directory has nothing on),
+ * in the order of `nodes`. Records on a node that is not registered are left out.
+ */
+export function reconcileNodes(holders: NodeHolders[], nodes: Array<Pick<NodeRecord, 'service' | 'url' | 'currentLoad'>>): LoadCheck[] {
+  const expected = new Map<string, number>();
+  for (const h of holders) {
+    const key = JSON.stringify([h.service, h.node]);
+    expected.set(key, (expected.get(key) ?? 0) + h.live + h.unreleased);
+  }
+  return nodes.map((n) => ({ service: n.service, url: n.url, load: n.currentLoad, expected: expected.get(JSON.stringify([n.service, n.url])) ?? 0 }));
+}
+
+/** Slots counted that no record holds (positive), or records the load misses (negative). */
+export function loadDrift(check: LoadCheck): number {
+  return check.load - check.expected;
+}
+
+/** `available` after the load moves from `from` to `to`: slots move with the load, as claim and release move them; never below 0. */
+export function correctedAvailable(available: number, from: number, to: number): number {
+  return Math.max(0, available + from - to);
+}

@@ -1,13 +1,18 @@
-// Starts the NodeAssign gRPC service (with grpc.health.v1) on its store.
-import { DEFAULTS, type GrpcAuth } from '../../lib/config.js';
+// Starts the NodeAssign gRPC service (with grpc.health.v1) on its store, and
+// its /metrics listener when one is configured.
+import { DEFAULTS, type GrpcAuth, type MetricsListener } from '../../lib/config.js';
 import { NodeAssignService } from '../../lib/gen/nodeassign.js';
 import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
+import { NodeAssignMetrics } from '../../lib/metrics.js';
+import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { nodeAssignService } from './service.js';
 import { openNodeStore } from './open-store.js';
 
 export interface RunningNodeAssign {
   port: number;
+  /** Where /metrics is served (NODEASSIGN_METRICS_PORT), if anywhere. */
+  metricsPort?: number;
   close(): Promise<void>;
 }
 
@@ -17,13 +22,16 @@ export async function startNodeAssign(opts: {
   port?: number;
   releaseRate?: number;
   auth: GrpcAuth;
+  metrics?: MetricsListener;
 }): Promise<RunningNodeAssign> {
   const store = await openNodeStore(opts.storeUrl);
-  return serveWithStore(
+  const log = logger('nodeassign');
+  const metrics = new NodeAssignMetrics();
+  const served = await serveWithStore(
     store,
     {
       definition: NodeAssignService,
-      implementation: nodeAssignService(store, logger('nodeassign'), opts.releaseRate ?? DEFAULTS.RELEASE_RATE),
+      implementation: nodeAssignService(store, log, opts.releaseRate ?? DEFAULTS.RELEASE_RATE, metrics),
       name: 'tokenserver.nodeassign.v1.NodeAssign',
       proto: 'nodeassign.proto',
     },
@@ -31,4 +39,19 @@ export async function startNodeAssign(opts: {
     opts.port ?? 0,
     opts.auth,
   );
+  let exposed: RunningMetrics | undefined;
+  try {
+    exposed = opts.metrics && (await serveMetrics(metrics, opts.metrics, log));
+  } catch (err) {
+    await served.close();
+    throw err;
+  }
+  return {
+    port: served.port,
+    metricsPort: exposed?.port,
+    close: async () => {
+      await exposed?.close();
+      await served.close();
+    },
+  };
 }

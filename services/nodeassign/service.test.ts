@@ -1,13 +1,17 @@
 // The NodeAssign service over real gRPC on a loopback port, on a temp SQLite file.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NodeAssignClient, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
-import { call, grpcClient } from '../../lib/grpc.js';
+import * as grpc from '@grpc/grpc-js';
+import { NodeAssignClient, NodeAssignService, type LoadCheck, type Node, type UpdateNodeRequest } from '../../lib/gen/nodeassign.js';
+import { call, grpcClient, startServer } from '../../lib/grpc.js';
+import { logger } from '../../lib/log.js';
+import { NodeAssignMetrics } from '../../lib/metrics.js';
 import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
-import { allocate } from './service.js';
+import { allocate, nodeAssignService } from './service.js';
 import { SqliteNodeStore } from './store-sqlite.js';
+import type { NodeStore } from './store.js';
 import { sampleNode } from './store.contract.js';
 
 const RELEASE_RATE = 0.1;
@@ -238,5 +242,123 @@ test('allocate on a store with 10,000 nodes reads only a few candidates', async 
   } finally {
     await store.close();
     t.cleanup();
+  }
+});
+
+/** A store whose `candidates` or `claim` waits at a gate the test opens: a store slower than the caller's deadline. */
+function gatedStore(inner: SqliteNodeStore, at: 'candidates' | 'claim') {
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  let reached!: () => void;
+  const waiting = new Promise<void>((resolve) => (reached = resolve));
+  const calls = { claim: 0, release: 0 };
+  const store: NodeStore = Object.create(inner);
+  store.candidates = async (service, limit) => {
+    if (at === 'candidates') {
+      reached();
+      await gate;
+    }
+    return inner.candidates(service, limit);
+  };
+  store.claim = async (service, url) => {
+    calls.claim++;
+    const claimed = await inner.claim(service, url);
+    if (at === 'claim') {
+      reached();
+      await gate;
+    }
+    return claimed;
+  };
+  store.release = async (service, url) => {
+    calls.release++;
+    return inner.release(service, url);
+  };
+  return { store, open, waiting, calls };
+}
+
+async function untilTrue(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const until = Date.now() + 3000;
+  while (!(await check())) {
+    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+for (const { at, ending } of [
+  { at: 'candidates', ending: 'deadline' },
+  { at: 'candidates', ending: 'cancel' },
+  { at: 'claim', ending: 'deadline' },
+  { at: 'claim', ending: 'cancel' },
+] as const) {
+  test(`Allocate whose caller is gone (${ending}) while the store is slow in ${at} leaves the load unchanged`, async () => {
+    const inner = SqliteNodeStore.open(':memory:');
+    const gated = gatedStore(inner, at);
+    const running = await startServer([{ definition: NodeAssignService, implementation: nodeAssignService(gated.store, logger('nodeassign'), RELEASE_RATE), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
+    const c = grpcClient(NodeAssignClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+    try {
+      await inner.add(sampleNode({ url: 'https://n.example', capacity: 10, currentLoad: 0, available: 10 }));
+      const failed = new Promise<grpc.ServiceError>((resolve, reject) => {
+        const pending = c.allocate({ service: 'sync' }, new grpc.Metadata(), { deadline: Date.now() + (ending === 'deadline' ? 150 : 60_000) }, (err) =>
+          err ? resolve(err) : reject(new Error('allocate succeeded')),
+        );
+        if (ending === 'cancel') void gated.waiting.then(() => pending.cancel());
+      });
+      await gated.waiting;
+      const err = await failed;
+      assert.equal(err.code, ending === 'deadline' ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED);
+      // The client gives up at once; its RST_STREAM reaches the server a moment later.
+      if (ending === 'cancel') await new Promise((r) => setTimeout(r, 200));
+      gated.open();
+      if (at === 'claim') {
+        // The claim landed after the caller left: it is given back.
+        await untilTrue(() => gated.calls.release === 1, 'the slot to be given back');
+      } else {
+        // Give the handler time to go on after the gate: it must not claim.
+        await new Promise((r) => setTimeout(r, 200));
+        assert.equal(gated.calls.claim, 0, 'no claim for a caller that is gone');
+      }
+      const node = await inner.get('sync', 'https://n.example');
+      assert.equal(node?.currentLoad, 0);
+      assert.equal(node?.available, 10);
+    } finally {
+      c.close();
+      await running.close();
+      await inner.close();
+    }
+  });
+}
+
+test('ReconcileLoads: dry run reports the drift and changes nothing; then sets the load by compare-and-set, counting the drift in the gauge', async () => {
+  const metrics = new NodeAssignMetrics();
+  const store = SqliteNodeStore.open(':memory:');
+  const running = await startServer([{ definition: NodeAssignService, implementation: nodeAssignService(store, logger('nodeassign'), RELEASE_RATE, metrics), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
+  const c = grpcClient(NodeAssignClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  const reconcile = (checks: LoadCheck[], dryRun: boolean) => call(c, c.reconcileLoads, { checks, dryRun }, opts).then((r) => r.results.map((x) => x.outcome));
+  try {
+    await store.add(sampleNode({ url: 'https://a.example', capacity: 10, currentLoad: 7, available: 0 }));
+    await store.add(sampleNode({ url: 'https://b.example', capacity: 10, currentLoad: 2, available: 3 }));
+    const checks = [
+      { service: 'sync', url: 'https://a.example', load: 7, expected: 4 },
+      { service: 'sync', url: 'https://b.example', load: 2, expected: 2 },
+      { service: 'sync', url: 'https://missing.example', load: 1, expected: 0 },
+    ];
+    assert.deepEqual(await reconcile(checks, true), ['found', 'ok', 'found']);
+    assert.equal((await store.get('sync', 'https://a.example'))?.currentLoad, 7, 'a dry run changes nothing');
+    const page = (await metrics.page()).body;
+    assert.match(page, /nodeassign_load_drift\{[^}]*application="sync"[^}]*node="https:\/\/a\.example"[^}]*\} 3/);
+    assert.match(page, /nodeassign_load_drift\{[^}]*node="https:\/\/b\.example"[^}]*\} 0/);
+    // A claim between the caller's read and the write is not lost: that node is reported changed.
+    await store.claim('sync', 'https://b.example');
+    const stale = { service: 'sync', url: 'https://b.example', load: 2, expected: 1 };
+    assert.deepEqual(await reconcile([...checks.slice(0, 1), stale, checks[2]!], false), ['corrected', 'changed', 'gone']);
+    const a = await store.get('sync', 'https://a.example');
+    assert.equal(a?.currentLoad, 4);
+    assert.equal(a?.available, 3);
+    assert.equal((await store.get('sync', 'https://b.example'))?.currentLoad, 3);
+    await assert.rejects(reconcile([{ service: 'sync', url: 'https://a.example', load: -1, expected: 0 }], false), BadRequest);
+  } finally {
+    c.close();
+    await running.close();
+    await store.close();
   }
 });

@@ -1,17 +1,23 @@
 // NodeAssign gRPC handlers. Allocate reads a few candidates from the index,
 // claims the best one with a guarded update (trying the next if another
 // request took the last slot), and opens new slots on every node that has room
-// (in backoff or not) when no candidate is left.
+// (in backoff or not) when no candidate is left. A caller that is gone (its
+// deadline passed, or it cancelled) gets no slot: nothing would assign or
+// release it.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { BadRequest, Conflict, NoNodeAvailable, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { unary } from '../../lib/grpc.js';
 import type { Logger } from '../../lib/log.js';
+import type { NodeAssignMetrics } from '../../lib/metrics.js';
 import type {
   AddNodeRequest,
   AllocateRequest,
   ListNodesReply,
   ListNodesRequest,
   NodeReply,
+  LoadResult,
+  ReconcileLoadsReply,
+  ReconcileLoadsRequest,
   ReleaseRequest,
   RemoveNodeRequest,
   UpdateNodeRequest,
@@ -21,11 +27,13 @@ import {
   capacityProblem,
   importedNodeProblem,
   initialAvailable,
+  loadDrift,
   nodeImportOutcome,
   nodeInputProblem,
   rankNodes,
   releasedAvailable,
   serviceProblem,
+  type LoadCheck,
 } from './rules.js';
 import type { NodeRecord, NodeStore } from './store.js';
 
@@ -42,13 +50,27 @@ function noNode(service: string): NoNodeAvailable {
   return new NoNodeAvailable(`no node has room for new users of ${service}`);
 }
 
-export async function allocate(store: NodeStore, service: string, releaseRate: number): Promise<NodeRecord> {
+function callerGone(): ServiceUnavailable {
+  return new ServiceUnavailable('the caller gave up before a node was claimed');
+}
+
+const stays = () => false;
+
+/** `gone` tells whether the caller is still waiting; a caller that is not gets no slot. */
+export async function allocate(store: NodeStore, service: string, releaseRate: number, gone: () => boolean = stays): Promise<NodeRecord> {
   fail(serviceProblem(service));
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const candidates = rankNodes(await store.candidates(service, CANDIDATES));
     for (const node of candidates) {
+      if (gone()) throw callerGone();
       const claimed = await store.claim(service, node.url);
-      if (claimed) return claimed;
+      if (!claimed) continue;
+      // The caller left while the claim was under way: the slot goes back, as nobody will assign it.
+      if (gone()) {
+        await store.release(service, node.url);
+        throw callerGone();
+      }
+      return claimed;
     }
     if (candidates.length > 0) continue;
     // No slots anywhere: open a share of each releasable node's capacity, then look again.
@@ -63,6 +85,33 @@ export async function allocate(store: NodeStore, service: string, releaseRate: n
     if (!releasable) throw noNode(service);
   }
   throw noNode(service);
+}
+
+/** Most checks one ReconcileLoads call may carry. */
+export const MAX_LOAD_CHECKS = 10_000;
+
+/** One node's check: the drift into the gauge, then (unless a dry run) the load set by compare-and-set. */
+export async function reconcileLoad(store: NodeStore, check: LoadCheck, dryRun: boolean, metrics?: NodeAssignMetrics): Promise<LoadResult['outcome']> {
+  fail(nodeInputProblem(check));
+  if (!Number.isSafeInteger(check.load) || check.load < 0 || !Number.isSafeInteger(check.expected) || check.expected < 0) {
+    throw new BadRequest('load and expected must be non-negative integers');
+  }
+  const drift = loadDrift(check);
+  metrics?.loadDrift.set({ application: check.service, node: check.url }, drift);
+  if (drift === 0) return 'ok';
+  if (dryRun) return 'found';
+  if (await store.setLoad(check.service, check.url, check.load, check.expected)) {
+    metrics?.loadCorrections.inc({ application: check.service });
+    return 'corrected';
+  }
+  return (await store.get(check.service, check.url)) ? 'changed' : 'gone';
+}
+
+export async function reconcileLoads(store: NodeStore, req: ReconcileLoadsRequest, metrics?: NodeAssignMetrics): Promise<ReconcileLoadsReply> {
+  if (req.checks.length > MAX_LOAD_CHECKS) throw new BadRequest(`at most ${MAX_LOAD_CHECKS} checks per call`);
+  const results: LoadResult[] = [];
+  for (const check of req.checks) results.push({ check, outcome: await reconcileLoad(store, check, req.dryRun, metrics) });
+  return { results };
 }
 
 export async function addNode(store: NodeStore, req: AddNodeRequest, releaseRate: number): Promise<NodeRecord> {
@@ -104,10 +153,18 @@ export async function importNode(store: NodeStore, req: ImportNodeRequest): Prom
   throw new ServiceUnavailable(`node ${incoming.url} is too busy to import now`);
 }
 
-export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number): UntypedServiceImplementation {
+export function nodeAssignService(store: NodeStore, log: Logger, releaseRate: number, metrics?: NodeAssignMetrics): UntypedServiceImplementation {
   return {
     // NodeRecord has exactly the fields of the proto Node.
-    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req) => ({ node: await allocate(store, req.service, releaseRate) })),
+    allocate: unary<AllocateRequest, NodeReply>(log, 'Allocate', async (req, ctx) => {
+      const gone = () => {
+        if (!ctx.gone()) return false;
+        metrics?.abandonedClaims.inc({ application: req.service });
+        return true;
+      };
+      return { node: await allocate(store, req.service, releaseRate, gone) };
+    }),
+    reconcileLoads: unary<ReconcileLoadsRequest, ReconcileLoadsReply>(log, 'ReconcileLoads', (req) => reconcileLoads(store, req, metrics)),
     release: unary<ReleaseRequest, NodeReply>(log, 'Release', async (req) => {
       fail(nodeInputProblem(req));
       const node = await store.release(req.service, req.url);

@@ -12,6 +12,7 @@
 import type { Collection, Document, Filter } from 'mongodb';
 import { ServiceUnavailable } from '../../lib/errors.js';
 import { ensureIndexes, isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
+import { correctedAvailable } from './rules.js';
 import type { NodePatch, NodeRecord, NodeStore } from './store.js';
 
 interface NodeDoc extends NodeRecord {
@@ -233,6 +234,25 @@ export class MongoNodeStore implements NodeStore {
         { $set: { capacity: next.capacity, currentLoad: next.currentLoad, available: next.available, downed: next.downed, backoff: next.backoff, ratio: next.ratio } },
       );
       return res.matchedCount === 1;
+    });
+  }
+
+  setLoad(service: string, url: string, from: number, to: number): Promise<NodeRecord | null> {
+    return mongoCall(async () => {
+      // available and ratio follow from the fields read, so the write is guarded on all of them;
+      // a change of anything but the load (a slot release, a capacity change) is read again.
+      for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+        const current = await this.nodes.findOne({ service, url });
+        if (!current || current.currentLoad !== from) return null;
+        const changes = { currentLoad: to, available: correctedAvailable(current.available, from, to), ratio: loadRatio(to, current.capacity) };
+        const before = await this.nodes.findOneAndUpdate(
+          { service, url, currentLoad: from, available: current.available, capacity: current.capacity },
+          { $set: changes },
+          { returnDocument: 'before' },
+        );
+        if (before) return fromDoc({ ...before, ...changes });
+      }
+      throw new ServiceUnavailable(`node ${url} is too busy to correct its load now`);
     });
   }
 

@@ -109,6 +109,11 @@ export class SqliteNodeStore implements NodeStore {
         `UPDATE na_nodes SET capacity = ?, current_load = ?, available = ?, downed = ?, backoff = ?
          WHERE service = ? AND url = ? AND capacity = ? AND current_load = ? AND available = ? AND downed = ? AND backoff = ?`,
       ),
+      // max(a, b) with two arguments is SQLite's scalar maximum: rules.ts correctedAvailable.
+      setLoad: db.prepare<[{ service: string; url: string; from: number; to: number }], NodeRow>(
+        `UPDATE na_nodes SET current_load = @to, available = max(0, available + @from - @to)
+         WHERE service = @service AND url = @url AND current_load = @from RETURNING *`,
+      ),
       releasable: db.prepare<[string], NodeRow>(`SELECT * FROM na_nodes WHERE service = ? AND ${RELEASABLE} ORDER BY url`),
       ping: db.prepare('SELECT 1'),
     };
@@ -175,6 +180,11 @@ export class SqliteNodeStore implements NodeStore {
 
   async replace(node: NodeRecord, expected: NodeRecord): Promise<boolean> {
     return this.stmts.replace.run(...state(node), expected.service, expected.url, ...state(expected)).changes === 1;
+  }
+
+  async setLoad(service: string, url: string, from: number, to: number): Promise<NodeRecord | null> {
+    const row = this.stmts.setLoad.get({ service, url, from, to });
+    return row ? fromRow(row) : null;
   }
 
   async releasable(service: string): Promise<NodeRecord[]> {

@@ -172,6 +172,25 @@ export function nodeStoreContract(
     assert.equal(after?.available, 47);
   });
 
+  it('setLoad is a compare-and-set on the load; slots move with it, never below 0', async (store) => {
+    const node = sampleNode({ capacity: 10, currentLoad: 7, available: 0 });
+    await store.add(node);
+    const lowered = await store.setLoad('sync', node.url, 7, 4);
+    assert.equal(lowered?.currentLoad, 4);
+    assert.equal(lowered?.available, 3, 'three leaked slots come back');
+    assert.deepEqual(await store.get('sync', node.url), lowered);
+    // The node is a candidate again, ranked by its new load.
+    assert.deepEqual((await store.candidates('sync', 5)).map((n) => n.url), [node.url]);
+    assert.equal(await store.setLoad('sync', node.url, 7, 2), null, 'the load is not 7 any more');
+    await store.claim('sync', node.url);
+    assert.equal(await store.setLoad('sync', node.url, 4, 2), null, 'a claim since the read is not lost');
+    assert.equal((await store.get('sync', node.url))?.currentLoad, 5);
+    const raised = await store.setLoad('sync', node.url, 5, 9);
+    assert.equal(raised?.currentLoad, 9);
+    assert.equal(raised?.available, 0, 'slots never go below 0');
+    assert.equal(await store.setLoad('sync', 'https://missing.example.com', 0, 1), null);
+  });
+
   it('setAvailable is a compare-and-set on load and available', async (store) => {
     const node = sampleNode({ capacity: 10, currentLoad: 4, available: 0 });
     await store.add(node);

@@ -52,6 +52,13 @@ export interface NodeStore {
    * meanwhile or is gone. For imports, which carry a node's whole state.
    */
   replace(node: NodeRecord, expected: NodeRecord): Promise<boolean>;
+
+  /**
+   * Sets the load to `to` if it is still `from` (compare-and-set), moving
+   * `available` with it as claim and release do (rules.ts correctedAvailable);
+   * the updated node, or null when the node is gone or its load is not `from`.
+   */
+  setLoad(service: string, url: string, from: number, to: number): Promise<NodeRecord | null>;
   /** Nodes of `service` whose slots may be opened again (rules.ts isReleasable), in backoff or not; ordered by url. */
   releasable(service: string): Promise<NodeRecord[]>;
   /** Reachability check for health endpoints. */
