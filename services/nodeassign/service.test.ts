@@ -298,7 +298,8 @@ for (const { at, ending } of [
     try {
       await inner.add(sampleNode({ url: 'https://n.example', capacity: 10, currentLoad: 0, available: 10 }));
       const failed = new Promise<grpc.ServiceError>((resolve, reject) => {
-        const pending = c.allocate({ service: 'sync' }, new grpc.Metadata(), { deadline: Date.now() + (ending === 'deadline' ? 150 : 60_000) }, (err) =>
+        // Long enough to reach the gate on a loaded machine; the gate holds until the deadline passed.
+        const pending = c.allocate({ service: 'sync' }, new grpc.Metadata(), { deadline: Date.now() + (ending === 'deadline' ? 1000 : 60_000) }, (err) =>
           err ? resolve(err) : reject(new Error('allocate succeeded')),
         );
         if (ending === 'cancel') void gated.waiting.then(() => pending.cancel());
