@@ -27,7 +27,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'lib/token.ts': ['lib/token.test.ts'],
   'services/directory/rules.ts': ['services/directory/rules.test.ts', 'services/directory/rules-kca.test.ts'],
   'services/login/assertion.ts': ['services/login/assertion.test.ts'],
-  'services/login/actions/webhook.ts': ['services/login/actions/webhook.test.ts', 'tests/bearer.test.ts'],
+  'services/login/actions/webhook.ts': ['services/login/actions/webhook.test.ts', 'tests/bearer.test.ts', 'tests/mozilla-errors.test.ts'],
   'services/login/jws.ts': ['services/login/jws.test.ts'],
   'services/node-gateway/auth.ts': ['services/node-gateway/auth.test.ts'],
   'services/node-gateway/forward.ts': ['services/node-gateway/forward.test.ts', 'services/node-gateway/server.test.ts'],

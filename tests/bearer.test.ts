@@ -363,6 +363,9 @@ describe('account events webhook (DESIGN §9.4)', () => {
     }
     const noAuth = await httpRequest(`${login.url}/1.0/webhooks/fxa/events`, { method: 'POST', body: '{}' });
     assert.equal(noAuth.status, 401);
+    const noToken = await httpRequest(`${login.url}/1.0/webhooks/fxa/events`, { method: 'POST', headers: { Authorization: 'Bearer' }, body: '{}' });
+    assert.equal(noToken.status, 401);
+    assert.equal(noToken.json?.status, 'invalid-credentials', 'Bearer without a token');
     assert.equal((await directoryUser(sub)).generation, 1000, 'no refused event changed the record');
   });
 

@@ -30,7 +30,8 @@ test('eventTokenWindow: jti is required, a string of 1 to 256 characters', () =>
 
 test('eventTokenWindow: typ, when present, is secevent+jwt with or without application/, in any case', () => {
   for (const typ of ['secevent+jwt', 'application/secevent+jwt', 'SecEvent+JWT']) assert.ok(window({ iat: NOW }, { typ }));
-  for (const typ of ['JWT', 'at+jwt', 'secevent+jwt ', 'xapplication/secevent+jwt', 7, null]) refused({ iat: NOW }, InvalidCredentials, /"typ" must be secevent\+jwt/, { typ });
+  // An array would read as its text to a regex: ['secevent+jwt'] is no media type.
+  for (const typ of ['JWT', 'at+jwt', 'secevent+jwt ', 'xapplication/secevent+jwt', 7, null, ['secevent+jwt']]) refused({ iat: NOW }, InvalidCredentials, /"typ" must be secevent\+jwt/, { typ });
 });
 
 test('eventTokenWindow: iat within the window (with the skew) is fresh until iat + max age + skew', () => {
@@ -64,9 +65,14 @@ test('accountEvents: sub and events parsed; password-change needs a positive cha
     sub: 'abc',
     events: [{ kind: 'delete-user' }, { kind: 'password-change', generation: 4 }, { kind: 'ignored', uri: 'https://x' }],
   });
-  for (const sub of [undefined, '', 'a b', 'x'.repeat(65)]) assert.throws(() => accountEvents({ sub, events: {} }), BadRequest);
-  for (const events of [undefined, null, [], 'x']) assert.throws(() => accountEvents({ sub: 'a', events }), BadRequest);
+  /** A BadRequest that names the body field at fault and says what it must be. */
+  const malformed = (field: string, message: RegExp) => (e: unknown) =>
+    e instanceof BadRequest && e.location === 'body' && e.field === field && message.test(e.message);
+  for (const sub of [undefined, '', 'a b', 'x'.repeat(65)]) assert.throws(() => accountEvents({ sub, events: {} }), malformed('sub', /^"sub" must be an account id$/));
+  for (const events of [undefined, null, [], 'x']) assert.throws(() => accountEvents({ sub: 'a', events }), malformed('events', /^"events" must be an object keyed by event URI$/));
   for (const body of [{}, null, { changeTime: 0 }, { changeTime: 1.5 }, { changeTime: '5' }]) {
-    assert.throws(() => accountEvents({ sub: 'a', events: { [PASSWORD_CHANGE]: body } }), BadRequest);
+    assert.throws(() => accountEvents({ sub: 'a', events: { [PASSWORD_CHANGE]: body } }), malformed('changeTime', /^password-change needs "changeTime", a positive integer \(ms\)$/));
   }
+  // The smallest changeTime: generation 0, "none".
+  assert.deepEqual(accountEvents({ sub: 'a', events: { [PASSWORD_CHANGE]: { changeTime: 1 } } }).events, [{ kind: 'password-change', generation: 0 }]);
 });

@@ -118,7 +118,6 @@ export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middle
   const handleEvents: Middleware = async function handleEvents(ctx) {
     const { name, credentials } = splitAuthorization(authorizationOf(ctx.req));
     if (name.toLowerCase() !== 'bearer') throw new InvalidCredentials('expected Authorization: Bearer <security event token>', { answer: MOZILLA_ERRORS.webhookUnsupportedScheme.entry });
-    if (credentials === '') throw new InvalidCredentials('expected Authorization: Bearer <security event token>');
     // Checked even though the event is in the token, so a truncated delivery is a 400, not a silent 200.
     await checkBody(ctx.req);
     const nowMs = Date.now();
