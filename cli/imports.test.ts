@@ -1,4 +1,4 @@
-// The CLI's modules import one another without a circle (type-only imports
+// The CLI's modules, and the login service's, import one another without a circle (type-only imports
 // included): parsing, the gRPC edge and the commands stay layered, so each
 // can be read, loaded and tested on its own.
 import { test } from 'node:test';
@@ -55,5 +55,13 @@ test('the cli modules import one another without a circle', () => {
   const files = readdirSync(dir).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
   const graph = new Map(files.map((f) => [f, siblingImports(readFileSync(path.join(dir, f), 'utf8'))]));
   assert.ok((graph.get('commands.ts') ?? []).includes('args.ts'), 'the scan sees the imports');
+  assert.equal(findCircle(graph)?.join(' → ') ?? null, null);
+});
+
+test('the login service modules import one another without a circle (schemes.ts and the scheme modules)', () => {
+  const login = path.join(dir, '..', 'services', 'login');
+  const files = readdirSync(login).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+  const graph = new Map(files.map((f) => [f, siblingImports(readFileSync(path.join(login, f), 'utf8'))]));
+  assert.ok((graph.get('schemes.ts') ?? []).includes('scheme-bearer.ts'), 'the scan sees the imports');
   assert.equal(findCircle(graph)?.join(' → ') ?? null, null);
 });
