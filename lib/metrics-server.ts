@@ -1,4 +1,5 @@
-// /metrics on a listener of its own (LOGIN_METRICS_PORT, GATEWAY_METRICS_PORT, DIRECTORY_METRICS_PORT;
+// /metrics on a listener of its own (LOGIN_METRICS_PORT, GATEWAY_METRICS_PORT, DIRECTORY_METRICS_PORT,
+// NODEASSIGN_METRICS_PORT;
 // off unless set, loopback unless METRICS_HOST says otherwise), never on a
 // service's public port: the page tells whoever reads it about traffic, load
 // and failures.
@@ -44,5 +45,32 @@ export async function serveMetrics(metrics: MetricsSource, where: MetricsListene
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+  };
+}
+
+/**
+ * A running gRPC service and, when `where` is set, its /metrics listener: both closed together,
+ * and the service closed again if the listener cannot start.
+ */
+export async function withMetricsListener(
+  served: { port: number; close(): Promise<void> },
+  metrics: MetricsSource,
+  where: MetricsListener | undefined,
+  log: Logger,
+): Promise<{ port: number; metricsPort?: number; close(): Promise<void> }> {
+  let exposed: RunningMetrics | undefined;
+  try {
+    exposed = where && (await serveMetrics(metrics, where, log));
+  } catch (err) {
+    await served.close();
+    throw err;
+  }
+  return {
+    port: served.port,
+    metricsPort: exposed?.port,
+    close: async () => {
+      await exposed?.close();
+      await served.close();
+    },
   };
 }

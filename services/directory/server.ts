@@ -6,7 +6,7 @@ import { DirectoryService } from '../../lib/gen/directory.js';
 import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { CachedCounts, DirectoryMetrics } from '../../lib/metrics.js';
-import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
+import { withMetricsListener } from '../../lib/metrics-server.js';
 import { countedService, recordCounts } from './metrics.js';
 import { directoryService } from './service.js';
 import { openUserStore } from './open-store.js';
@@ -49,19 +49,5 @@ export async function startDirectory(opts: {
     opts.port ?? 0,
     opts.auth,
   );
-  let exposed: RunningMetrics | undefined;
-  try {
-    exposed = opts.metrics && (await serveMetrics(metrics, opts.metrics, log));
-  } catch (err) {
-    await served.close();
-    throw err;
-  }
-  return {
-    port: served.port,
-    metricsPort: exposed?.port,
-    close: async () => {
-      await exposed?.close();
-      await served.close();
-    },
-  };
+  return withMetricsListener(served, metrics, opts.metrics, log);
 }

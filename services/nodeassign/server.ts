@@ -5,7 +5,7 @@ import { NodeAssignService } from '../../lib/gen/nodeassign.js';
 import { serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { NodeAssignMetrics } from '../../lib/metrics.js';
-import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
+import { withMetricsListener } from '../../lib/metrics-server.js';
 import { nodeAssignService } from './service.js';
 import { openNodeStore } from './open-store.js';
 
@@ -39,19 +39,5 @@ export async function startNodeAssign(opts: {
     opts.port ?? 0,
     opts.auth,
   );
-  let exposed: RunningMetrics | undefined;
-  try {
-    exposed = opts.metrics && (await serveMetrics(metrics, opts.metrics, log));
-  } catch (err) {
-    await served.close();
-    throw err;
-  }
-  return {
-    port: served.port,
-    metricsPort: exposed?.port,
-    close: async () => {
-      await exposed?.close();
-      await served.close();
-    },
-  };
+  return withMetricsListener(served, metrics, opts.metrics, log);
 }
