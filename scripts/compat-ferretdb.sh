@@ -24,6 +24,10 @@ TOOLS="$ROOT/.tools/ferretdb"
 BIN="$TOOLS/ferretdb-$VERSION"
 STATE="${COMPAT_FERRETDB_STATE:-$TOOLS/run/server.state}"
 
+NAME=compat-ferretdb
+# shellcheck source=scripts/server-state.sh
+. "$ROOT/scripts/server-state.sh"
+
 die() {
   echo "compat-ferretdb: $*" >&2
   exit 1
@@ -54,17 +58,6 @@ cmd_install() {
   echo "compat-ferretdb: installed in ${TOOLS#"$ROOT"/} ($((SECONDS - started)) s)"
 }
 
-read_state() {
-  pid="" port="" data=""
-  [ -f "$STATE" ] || return 1
-  # shellcheck disable=SC1090
-  . "$STATE"
-}
-
-alive() {
-  [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null
-}
-
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
@@ -93,7 +86,7 @@ cmd_start() {
     for ((i = 0; i < 300; i++)); do
       alive "$new_pid" || break
       if (exec 3<>"/dev/tcp/127.0.0.1/$bound") 2>/dev/null; then
-        printf 'pid=%s\nport=%s\ndata=%q\n' "$new_pid" "$bound" "$data_dir" >"$STATE"
+        printf 'pid=%s\nport=%s\ndata=%q\nowned=1\n' "$new_pid" "$bound" "$data_dir" >"$STATE"
         echo "FERRETDB_URL=mongodb://127.0.0.1:$bound/"
         return 0
       fi
@@ -113,21 +106,7 @@ cmd_stop() {
       *) die "stop: unknown option $1" ;;
     esac
   done
-  if ! read_state; then
-    echo "compat-ferretdb: not running (no $STATE)" >&2
-    return 0
-  fi
-  if alive "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 100; i++)); do
-      alive "$pid" || break
-      sleep 0.1
-    done
-    alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
-  fi
-  [ -n "$data" ] && rm -rf "$data"
-  rm -f "$STATE"
+  stop_recorded
 }
 
 case "${1:-}" in

@@ -26,6 +26,10 @@ STATE="${COMPAT_MONGO_STATE:-$TOOLS/run/server.state}"
 # Small heap and quick start: it shares two cores with the test suite.
 JAVA_OPTS=(-Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto)
 
+NAME=compat-mongo
+# shellcheck source=scripts/server-state.sh
+. "$ROOT/scripts/server-state.sh"
+
 die() {
   echo "compat-mongo: $*" >&2
   exit 1
@@ -55,17 +59,6 @@ cmd_install() {
   javac -nowarn -d "$CLASSES" -cp "$LIB/*" "$SRC/CompatMongo.java" >&2
   source_hash >"$STAMP"
   echo "compat-mongo: installed in ${TOOLS#"$ROOT"/} ($((SECONDS - started)) s)"
-}
-
-read_state() {
-  pid="" port="" data="" owned=""
-  [ -f "$STATE" ] || return 1
-  # shellcheck disable=SC1090
-  . "$STATE"
-}
-
-alive() {
-  [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null
 }
 
 cmd_start() {
@@ -120,21 +113,7 @@ cmd_stop() {
       *) die "stop: unknown option $1" ;;
     esac
   done
-  if ! read_state; then
-    echo "compat-mongo: not running (no $STATE)" >&2
-    return 0
-  fi
-  if alive "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 100; i++)); do
-      alive "$pid" || break
-      sleep 0.1
-    done
-    alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
-  fi
-  [ "$owned" = 1 ] && [ -n "$data" ] && rm -rf "$data"
-  rm -f "$STATE"
+  stop_recorded
 }
 
 case "${1:-}" in
