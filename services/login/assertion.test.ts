@@ -3,11 +3,9 @@ import assert from 'node:assert/strict';
 import {
   algorithmsForKey,
   assertionClaims,
-  base64UrlDecode,
   certificateClaims,
   checkTimes,
   createAssertionVerifier,
-  critProblem,
   decodeJws,
   importVerifyKey,
   isAcceptableRsaExponent,
@@ -20,6 +18,7 @@ import {
   userPublicKey,
   type AssertionVerifier,
 } from './assertion.js';
+import { base64UrlDecode, critProblem } from './jws.js';
 import { createPublicKey, generateKeyPairSync, KeyObject, sign, verify } from 'node:crypto';
 import { DsaPublicKey, dsaKeyObject, parseDsaPublicKey } from '../../lib/dsa.js';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, Unauthorized } from '../../lib/errors.js';

@@ -71,8 +71,6 @@ function oldStyleBundle(credentials: string): { certificate: string; assertion: 
   return usable(certificate) && usable(assertion) ? { certificate, assertion } : null;
 }
 
-export { base64UrlDecode, critProblem } from './jws.js';
-
 export type DecodedJws = CompactJws<Algorithm>;
 
 /** Decodes (without verifying) a compact JWS whose algorithm we accept. */
