@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
+import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
 import { ConfigError } from './errors.js';
 
 const secret = (bytes = 32) => randomBytes(bytes).toString('hex');
@@ -150,4 +150,11 @@ test('LOGIN_WORKERS: 1 to 64; unset, the CPUs this process may use (or the fallb
   assert.equal(loginWorkers({ LOGIN_WORKERS: '64' }), 64);
   for (const v of ['0', '65']) refused(() => loginWorkers({ LOGIN_WORKERS: v }), 'LOGIN_WORKERS', /between 1 and 64/);
   for (const v of ['two', '1.5', '-1']) refused(() => loginWorkers({ LOGIN_WORKERS: v }), 'LOGIN_WORKERS', /whole number/);
+});
+
+test('DIRECTORY_ADDR and NODEASSIGN_ADDR: host:port, dns:///host:port (every replica) or a fixed ipv4/ipv6 list', () => {
+  const ok = ['directory:50051', '127.0.0.1:1', '[::1]:50051', 'dns:///directory:50051', 'ipv4:127.0.0.1:5001,127.0.0.1:5002', 'ipv6:[::1]:5001,[::1]:5002'];
+  for (const v of ok) assert.equal(address({ DIRECTORY_ADDR: v }, 'DIRECTORY_ADDR', ''), v);
+  const bad = ['directory', 'dns:///directory', 'dns://8.8.8.8/directory:1', 'ipv4:', 'ipv4:127.0.0.1:1,', 'ipv4:127.0.0.1', 'http://directory:50051', 'unix:/tmp/x.sock', 'directory:50051,other:1'];
+  for (const v of bad) assert.throws(() => address({ DIRECTORY_ADDR: v }, 'DIRECTORY_ADDR', ''), /DIRECTORY_ADDR: must be host:port, dns:\/\/\/host:port or ipv4:host:port,host:port/, v);
 });

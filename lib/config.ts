@@ -144,9 +144,19 @@ export function port(env: Env, name: string, fallback: number): number {
 }
 
 /** host:port of a gRPC service. */
+const HOST_PORT = /^[A-Za-z0-9.\-_[\]:]+:\d{1,5}$/;
+
+/**
+ * A gRPC client target: `host:port`, `dns:///host:port` (every address the name resolves to, the
+ * way replicas are reached), or a fixed list `ipv4:host:port,host:port` / `ipv6:[addr]:port,…`.
+ */
 export function address(env: Env, name: string, fallback: string): string {
   const v = str(env, name, fallback);
-  if (!/^[A-Za-z0-9.\-_[\]:]+:\d{1,5}$/.test(v)) throw new ConfigError(name, `must be host:port, got ${JSON.stringify(v)}`);
+  const m = /^(dns:\/\/\/|ipv4:|ipv6:)?(.*)$/.exec(v)!;
+  const parts = m[1] === 'ipv4:' || m[1] === 'ipv6:' ? m[2].split(',') : [m[2]];
+  if (!parts.every((p) => HOST_PORT.test(p))) {
+    throw new ConfigError(name, `must be host:port, dns:///host:port or ipv4:host:port,host:port, got ${JSON.stringify(v)}`);
+  }
   return v;
 }
 
