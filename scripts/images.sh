@@ -5,7 +5,8 @@
 #   scripts/images.sh app        tokenserver:local from the real Dockerfile
 #   scripts/images.sh all        both (the default)
 #
-# Prints NODE_IMAGE=…, MONGO_STANDIN_IMAGE=… and REDIS_STANDIN_IMAGE=… (eval-able) on stdout; progress on stderr.
+# Prints NODE_IMAGE=…, MONGO_STANDIN_IMAGE=…, REDIS_STANDIN_IMAGE=… and HAPROXY_STANDIN_IMAGE=…
+# (eval-able) on stdout; progress on stderr.
 #
 # No image registry answers on our machines, so nothing can be pulled. The stand-ins are
 # made from what the package registries give:
@@ -19,6 +20,8 @@
 #    test override (tests/containers/compose.test.yml) swaps this one in.
 #  - tokenserver-standin/redis:7 for redis:7 (the gateway's shared nonce store): Debian's
 #    redis-server on the Debian base (scripts/standin-redis.Dockerfile).
+#  - tokenserver-standin/haproxy:2.6 for haproxy:2.6 (the load balancer of compose.scale.yml):
+#    Debian's haproxy, laid out like the official image (scripts/standin-haproxy.Dockerfile).
 # Each is labelled with a hash of its recipe and inputs and rebuilt only when that changes.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,6 +35,7 @@ DEBIAN_IMAGE=tokenserver-standin/debian:bookworm-minbase
 NODE_STANDIN=tokenserver-standin/node:20-bookworm-slim
 MONGO_STANDIN=tokenserver-standin/mongo-compat:7
 REDIS_STANDIN=tokenserver-standin/redis:7
+HAPROXY_STANDIN=tokenserver-standin/haproxy:2.6
 APP_IMAGE=tokenserver:local
 LABEL=org.tokenserver.recipe
 
@@ -129,16 +133,28 @@ redis_standin() {
     -f scripts/standin-redis.Dockerfile -t "$REDIS_STANDIN" "$WORK/redis" >/dev/null
 }
 
+# haproxy:2.6's stand-in: Debian's haproxy on the Debian base.
+haproxy_standin() {
+  local want
+  want="$(hash_of haproxy "$(sha256sum scripts/standin-haproxy.Dockerfile)" "$(recipe_of "$DEBIAN_IMAGE")")"
+  [ "$(recipe_of "$HAPROXY_STANDIN")" = "$want" ] && return 0
+  say "Debian's haproxy into $HAPROXY_STANDIN"
+  mkdir -p "$WORK/haproxy"
+  docker build -q --network host --build-arg "BASE=$DEBIAN_IMAGE" --label "$LABEL=$want" \
+    -f scripts/standin-haproxy.Dockerfile -t "$HAPROXY_STANDIN" "$WORK/haproxy" >/dev/null
+}
+
 # ---- end recipe ----
 
 node_image() { if has_image node:20-bookworm-slim; then echo node:20-bookworm-slim; else echo "$NODE_STANDIN"; fi; }
 
 build_standins() {
   local started=$SECONDS
-  if ! has_image node:20-bookworm-slim || ! has_image mongo:7 || ! has_image redis:7; then debian_base; fi
+  if ! has_image node:20-bookworm-slim || ! has_image mongo:7 || ! has_image redis:7 || ! has_image haproxy:2.6; then debian_base; fi
   if has_image node:20-bookworm-slim; then say "the engine has node:20-bookworm-slim: no stand-in needed"; else node_standin; fi
   mongo_standin
   if has_image redis:7; then say "the engine has redis:7: no stand-in needed"; else redis_standin; fi
+  if has_image haproxy:2.6; then say "the engine has haproxy:2.6: no stand-in needed"; else haproxy_standin; fi
   say "stand-ins ready ($((SECONDS - started)) s)"
 }
 
@@ -165,3 +181,4 @@ esac
 echo "NODE_IMAGE=$(node_image)"
 echo "MONGO_STANDIN_IMAGE=$MONGO_STANDIN"
 echo "REDIS_STANDIN_IMAGE=$(if has_image redis:7; then echo redis:7; else echo "$REDIS_STANDIN"; fi)"
+echo "HAPROXY_STANDIN_IMAGE=$(if has_image haproxy:2.6; then echo haproxy:2.6; else echo "$HAPROXY_STANDIN"; fi)"

@@ -8,77 +8,19 @@
 // source change takes the build's last layers only). KEEP_STACK=1 leaves the stack up.
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { hawkFetch, TokenClient } from '../sdk/index.js';
+import { buildImages, ComposeProject, findEngine, freePort, ROOT, type ContainerState, type Run } from './support/compose.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const OVERRIDE = path.join(ROOT, 'tests/containers/compose.test.yml');
-/** Host ports we may publish (house rule); the first two free ones are used. */
-const HOST_PORTS = { first: 18120, last: 18199 };
-const HEALTHY_WITHIN_MS = 240_000;
 const LONG_RUNNING = ['mongo', 'directory', 'nodeassign', 'login', 'demo-app', 'node-gateway'];
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: ROOT, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGTERM'), opts.timeoutMs ?? 600_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-/** The environment of the engine that answers (DOCKER_HOST …), or the reason there is none. */
-function findEngine(): { vars: Record<string, string> } | { skip: string } {
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts/engine.sh'), 'env'], { encoding: 'utf8', timeout: 30_000 });
-  if (r.status !== 0) return { skip: (r.stderr || 'scripts/engine.sh env failed').trim() };
-  return { vars: Object.fromEntries(r.stdout.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])) };
-}
-
-/** `docker compose` (v2 plugin) or `docker-compose` (v1). */
-function composeTool(env: NodeJS.ProcessEnv): string[] | null {
-  if (spawnSync('docker', ['compose', 'version'], { env }).status === 0) return ['docker', 'compose'];
-  if (spawnSync('docker-compose', ['version'], { env }).status === 0) return ['docker-compose'];
-  return null;
-}
-
-async function freePort(skip: Set<number>): Promise<number> {
-  for (let port = HOST_PORTS.first; port <= HOST_PORTS.last; port++) {
-    if (skip.has(port)) continue;
-    const free = await new Promise<boolean>((resolve) => {
-      const s = net.createServer();
-      s.once('error', () => resolve(false));
-      s.listen(port, '0.0.0.0', () => s.close(() => resolve(true)));
-    });
-    if (free) return port;
-  }
-  throw new Error(`no free host port in ${HOST_PORTS.first}-${HOST_PORTS.last}`);
-}
-
 const engine = findEngine();
-const env: NodeJS.ProcessEnv = { ...process.env, ...('vars' in engine ? engine.vars : {}) };
-const tool = 'vars' in engine ? composeTool(env) : null;
-const skipReason = 'skip' in engine ? engine.skip : tool ? '' : 'no compose tool (docker compose plugin or docker-compose: apt-get install docker-compose)';
-
-const project = `tscontainers${process.pid}`;
+const skipReason = 'skip' in engine ? engine.skip : '';
 const projectDir = mkdtempSync(path.join(tmpdir(), 'compose-project-'));
+const project = 'skip' in engine ? undefined : new ComposeProject(engine, `tscontainers${process.pid}`, projectDir, [path.join(ROOT, 'docker-compose.yml'), OVERRIDE]);
 let loginPort = 0;
 let gatewayPort = 0;
 let loginUrl = '';
@@ -88,56 +30,12 @@ let stackStarted = false;
 const secrets: Array<[string, string]> = [];
 let firstUid: number | undefined;
 
-function compose(args: string[], timeoutMs?: number): Promise<Run> {
-  const [cmd, ...pre] = tool!;
-  return run(cmd, [...pre, '-p', project, '--project-directory', projectDir, '-f', path.join(ROOT, 'docker-compose.yml'), '-f', OVERRIDE, ...args], {
-    env,
-    timeoutMs,
-  });
-}
-
-async function mustCompose(args: string[], timeoutMs?: number): Promise<string> {
-  const r = await compose(args, timeoutMs);
-  assert.equal(r.code, 0, `compose ${args.join(' ')}\n${r.stdout}\n${r.stderr}`);
-  return r.stdout;
-}
-
-async function containerId(service: string): Promise<string> {
-  return (await mustCompose(['ps', '-q', service])).trim();
-}
-
-interface ContainerState {
-  Status: string;
-  ExitCode: number;
-  StartedAt: string;
-  FinishedAt: string;
-  Health?: { Status: string };
-}
-
-async function state(service: string): Promise<ContainerState> {
-  const id = await containerId(service);
-  assert.ok(id, `${service} has a container`);
-  const r = await run('docker', ['inspect', '-f', '{{json .State}}', id], { env });
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as ContainerState;
-}
-
-/** Waits until every long-running service reports healthy; fails naming those that do not. */
-async function waitHealthy(services = LONG_RUNNING): Promise<void> {
-  const deadline = Date.now() + HEALTHY_WITHIN_MS;
-  let last: Record<string, string> = {};
-  while (Date.now() < deadline) {
-    last = {};
-    for (const s of services) {
-      const st = await state(s).catch(() => undefined);
-      last[s] = st?.Health?.Status ?? st?.Status ?? 'missing';
-    }
-    if (Object.values(last).every((v) => v === 'healthy')) return;
-    await new Promise((r) => setTimeout(r, 2000));
-  }
-  const logs = await compose(['logs', '--no-color', '--tail', '30']);
-  assert.fail(`not healthy within ${HEALTHY_WITHIN_MS / 1000} s: ${JSON.stringify(last)}\n${logs.stdout}`);
-}
+const compose = (args: string[], timeoutMs?: number): Promise<Run> => project!.compose(args, timeoutMs);
+const mustCompose = (args: string[], timeoutMs?: number): Promise<string> => project!.mustCompose(args, timeoutMs);
+const containerId = (service: string): Promise<string> => project!.containerId(service);
+const state = (service: string): Promise<ContainerState> => project!.state(service);
+const waitHealthy = (services = LONG_RUNNING): Promise<void> => project!.waitHealthy(services);
+const env = 'skip' in engine ? process.env : engine.env;
 
 /** An assertion from the development IdP that `setup` created in the idp volume. */
 async function devAssertion(email: string): Promise<string> {
@@ -176,12 +74,7 @@ before(async () => {
     console.log(`containers: skipped: ${skipReason}`);
     return;
   }
-  const images = await run('bash', [path.join(ROOT, 'scripts/images.sh'), 'all'], { env, timeoutMs: 1_200_000 });
-  if (images.code !== 0) throw new Error(`scripts/images.sh failed\n${images.stderr}`);
-  for (const line of images.stdout.trim().split('\n')) {
-    const [k, v] = line.split('=');
-    if (k && v) env[k] = v;
-  }
+  await buildImages(env);
   loginPort = await freePort(new Set());
   gatewayPort = await freePort(new Set([loginPort]));
   loginUrl = `http://localhost:${loginPort}`;
@@ -294,7 +187,7 @@ check('networks: the demo app cannot reach directory:50051 (by name or address);
   const byName = await connectFrom('demo-app', 'directory', 50051);
   assert.equal(byName.code, 1, `demo-app → directory:50051 must fail: ${byName.stdout}${byName.stderr}`);
   const id = await containerId('directory');
-  const ip = (await run('docker', ['inspect', '-f', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id], { env })).stdout.trim().split(/\s+/)[0];
+  const ip = (await project!.docker(['inspect', '-f', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id])).stdout.trim().split(/\s+/)[0];
   assert.ok(ip, 'directory has an address');
   const byAddress = await connectFrom('demo-app', ip, 50051);
   assert.equal(byAddress.code, 1, `demo-app → ${ip}:50051 must fail: ${byAddress.stdout}${byAddress.stderr}`);
