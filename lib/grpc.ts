@@ -194,7 +194,8 @@ export function call<Req, Res>(client: grpc.Client, method: UnaryMethod<Req, Res
  * Channel options shared by clients: fail fast while a backend is down, reconnect quickly when it
  * returns. Calls go round robin over every address the target resolves to (DESIGN §12:
  * `dns:///directory:50051` reaches each replica; an address that stops answering is left out until
- * it answers again), and names are resolved again every few seconds so new replicas join.
+ * it answers again). grpc-js looks the name up again when a connection ends, at most every 5 s;
+ * a replica added later joins at the next such look-up (docs/scaling.md).
  */
 export const CLIENT_OPTIONS: grpc.ClientOptions = {
   'grpc.initial_reconnect_backoff_ms': 200,
