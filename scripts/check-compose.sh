@@ -2,7 +2,7 @@
 # Static checks of docker-compose.yml, docker-compose.storage-node.yml, Dockerfile and
 # .dockerignore, for machines without a container engine (CI here). Nothing is built or started.
 #
-#   scripts/check-compose.sh [--resolved-json FILE] [--storage-resolved-json FILE] [--root DIR]
+#   scripts/check-compose.sh [--resolved-json FILE] [--storage-resolved-json FILE] [--scale-resolved-json FILE] [--root DIR]
 #
 # --root checks the files in DIR instead of this repository (tests use it on
 # deliberately broken copies).
@@ -37,12 +37,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RESOLVED_JSON=""
 STORAGE_RESOLVED_JSON=""
+SCALE_RESOLVED_JSON=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --resolved-json) RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
     --storage-resolved-json) STORAGE_RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
+    --scale-resolved-json) SCALE_RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
     --root) ROOT="$(cd "$2" && pwd)"; shift 2 ;;
-    *) echo "usage: $0 [--resolved-json FILE] [--storage-resolved-json FILE] [--root DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--resolved-json FILE] [--storage-resolved-json FILE] [--scale-resolved-json FILE] [--root DIR]" >&2; exit 2 ;;
   esac
 done
 cd "$ROOT"
@@ -83,6 +85,15 @@ if ! "${COMPOSE[@]}" --profile cli -f docker-compose.yml -f docker-compose.stora
   fail "${COMPOSE[*]} config rejected docker-compose.yml with docker-compose.storage-node.yml"
 fi
 echo "check-compose: ${COMPOSE[*]} config with docker-compose.storage-node.yml: valid"
+# The replicated stack, from a copy of the files its relative paths name (the load balancer's config).
+mkdir "$TMP/scale"
+cp .env.example "$TMP/scale/.env"
+cp -r docker-compose.yml compose.scale.yml deploy "$TMP/scale/"
+if ! "${COMPOSE[@]}" --profile cli -f "$TMP/scale/docker-compose.yml" -f "$TMP/scale/compose.scale.yml" --project-directory "$TMP/scale" config >"$TMP/scale.yml" 2>"$TMP/compose.err"; then
+  cat "$TMP/compose.err" >&2
+  fail "${COMPOSE[*]} config rejected docker-compose.yml with compose.scale.yml"
+fi
+echo "check-compose: ${COMPOSE[*]} config with compose.scale.yml: valid"
 
 # ---- 2. policy on the resolved file ----
 policy() {
@@ -91,8 +102,9 @@ import json, os, re, sys, yaml
 
 resolved_path, json_out, variant = sys.argv[1], sys.argv[2], sys.argv[3]
 storage = variant == 'storage-node'
+scale = variant == 'scale'
 doc = yaml.safe_load(open(resolved_path))
-files = ['docker-compose.yml'] + (['docker-compose.storage-node.yml'] if storage else [])
+files = ['docker-compose.yml'] + (['docker-compose.storage-node.yml'] if storage else []) + (['compose.scale.yml'] if scale else [])
 raw = ''.join(open(f).read() for f in files)
 env_example = open('.env.example').read()
 problems = []
@@ -109,6 +121,13 @@ if storage:
     for name in ('node-gateway', 'demo-app'):
         if name in services:
             problems.append(f'{name}: still started with the storage node (it should sit in a profile of its own)')
+if scale:
+    replicas = {'login-1', 'login-2', 'node-gateway-1', 'node-gateway-2', 'directory-2', 'nodeassign-2'}
+    expected = expected - {'login', 'node-gateway'} | replicas | {'redis', 'lb'}
+    not_ours |= {'redis', 'lb'}
+    for name in ('login', 'node-gateway'):
+        if name in services:
+            problems.append(f'{name}: still started beside its replicas (it should sit in profile single)')
 missing = expected - set(services)
 if missing:
     problems.append(f'missing services: {sorted(missing)}')
@@ -139,6 +158,9 @@ for name, s in services.items():
             kind = 'bind' if source.startswith(('.', '/', '~')) else 'volume'
         else:
             source, kind = v.get('source'), v.get('type')
+        # The load balancer's configuration, a file of this repository, read-only: the one bind mount.
+        if scale and name == 'lb' and kind == 'bind' and str(v).endswith('/deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro'):
+            continue
         if kind != 'volume' or source not in declared_volumes:
             problems.append(f'{name}: {source} is not a declared named volume (data lives in named volumes)')
 
@@ -228,6 +250,7 @@ PY
 }
 policy "$TMP/resolved.yml" "$RESOLVED_JSON" base
 policy "$TMP/storage.yml" "$STORAGE_RESOLVED_JSON" storage-node
+policy "$TMP/scale.yml" "$SCALE_RESOLVED_JSON" scale
 
 # ---- 3. Dockerfile ----
 if command -v hadolint >/dev/null 2>&1; then

@@ -46,7 +46,7 @@ fi
 
 # ---- container engine ----
 # The engine that answers (a user's Docker, or the one `bash scripts/engine.sh start` runs)
-# serves testcontainers (MongoDB suites) and tests/containers.test.ts; without one they skip
+# serves testcontainers (MongoDB suites) and the compose tests; without one they skip
 # and say why.
 if [ -z "${DOCKER_HOST:-}" ]; then
   if engine_lines="$(bash scripts/engine.sh env 2>"${TMPDIR:-/tmp}/engine-env.$$")"; then
@@ -62,11 +62,14 @@ fi
 
 # docker compose end to end runs first and alone (it builds images and starts a whole stack);
 # its own runner prints "containers: N/M checks pass".
+# scripts/test-containers.sh runs both compose files (the single stack, then the replicated one).
 rest=()
 containers_rc=0
+containers_ran=0
 for f in "${files[@]}"; do
   case "$f" in
-    tests/containers.test.ts | */tests/containers.test.ts) bash scripts/test-containers.sh || containers_rc=$? ;;
+    tests/containers.test.ts | */tests/containers.test.ts | tests/containers-scale.test.ts | */tests/containers-scale.test.ts)
+      if [ "$containers_ran" = 0 ]; then containers_ran=1; bash scripts/test-containers.sh || containers_rc=$?; fi ;;
     *) rest+=("$f") ;;
   esac
 done

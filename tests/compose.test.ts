@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { directoryConfig, gatewayConfig, loginConfig, nodeAssignConfig, demoAppConfig, type Env } from '../lib/config.js';
+import { address, directoryConfig, gatewayConfig, loginConfig, nodeAssignConfig, demoAppConfig, type Env } from '../lib/config.js';
 import { parseCli } from '../cli/args.js';
 import { ensureSecrets, SECRET_FILES } from '../scripts/init-secrets.js';
 import { SERVICE_NODE_ARGS } from '../lib/node-flags.js';
@@ -33,13 +33,19 @@ function tempDir(t: { after(fn: () => void): void }, prefix: string): string {
 }
 
 /** One run of the script on this repository, shared by the tests that read it. */
-let repoRun: { code: number | null; stdout: string; stderr: string; resolved: string; storageResolved: string } | undefined;
+let repoRun: { code: number | null; stdout: string; stderr: string; resolved: string; storageResolved: string; scaleResolved: string } | undefined;
 function checkRepo() {
   if (!repoRun) {
     const dir = mkdtempSync(path.join(tmpdir(), 'compose-resolved-'));
     const resolved = path.join(dir, 'resolved.json');
     const storageResolved = path.join(dir, 'storage-resolved.json');
-    repoRun = { ...checkCompose(['--resolved-json', resolved, '--storage-resolved-json', storageResolved]), resolved, storageResolved };
+    const scaleResolved = path.join(dir, 'scale-resolved.json');
+    repoRun = {
+      ...checkCompose(['--resolved-json', resolved, '--storage-resolved-json', storageResolved, '--scale-resolved-json', scaleResolved]),
+      resolved,
+      storageResolved,
+      scaleResolved,
+    };
     process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   }
   return repoRun;
@@ -129,12 +135,12 @@ test('check-compose.sh rejects broken copies, naming the problem', async (t) => 
   const copy = (name: string, edit: (files: Record<string, string>) => void) => {
     const dir = tempDir(t, `compose-${name}-`);
     const files: Record<string, string> = {};
-    for (const f of ['docker-compose.yml', 'docker-compose.storage-node.yml', '.env.example', 'Dockerfile', '.dockerignore', 'tsconfig.build.json']) {
+    for (const f of ['docker-compose.yml', 'docker-compose.storage-node.yml', 'compose.scale.yml', '.env.example', 'Dockerfile', '.dockerignore', 'tsconfig.build.json']) {
       files[f] = readFileSync(path.join(ROOT, f), 'utf8');
     }
     edit(files);
     for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
-    for (const d of ['services', 'cli', 'scripts']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
+    for (const d of ['services', 'cli', 'scripts', 'deploy']) symlinkSync(path.join(ROOT, d), path.join(dir, d));
     return dir;
   };
   const replace = (text: string, from: string | RegExp, to: string) => {
@@ -155,6 +161,7 @@ test('check-compose.sh rejects broken copies, naming the problem', async (t) => 
     ],
     ['undocumented-variable', (f) => (f['.env.example'] = replace(f['.env.example'], /^NODE_CAPACITY=.*$/m, '')), /\$\{NODE_CAPACITY\} is used by docker-compose.yml but not documented/],
     ['root-user', (f) => (f['Dockerfile'] = replace(f['Dockerfile'], /^USER .*$/m, 'USER root')), /root/],
+    ['scale-single-login-too', (f) => (f['compose.scale.yml'] = replace(f['compose.scale.yml'], '  login:\n    profiles: [single]\n', '')), /login: still started beside its replicas/],
     ['bad-yaml-key', (f) => (f['docker-compose.yml'] = replace(f['docker-compose.yml'], '    restart: "no"\n', '    restart: "no"\n    colour: blue\n')), /colour|Additional properties/],
   ];
   const runs = cases.map(([name, edit, expected]) => {
@@ -334,6 +341,15 @@ const SECRETS_OF: Record<string, string[]> = {
   // docker-compose.storage-node.yml: its node secret and its database password, nothing of ours.
   'storage-node': ['STORAGE_DB_PASSWORD', 'STORAGE_NODE_SECRET'],
   'storage-db': ['STORAGE_DB_PASSWORD'],
+  // compose.scale.yml: each replica what its service needs; Redis and the load balancer nothing.
+  'login-1': ['INTERNAL_SECRET', 'MASTER_SECRETS', 'METRICS_HASH_SECRET'],
+  'login-2': ['INTERNAL_SECRET', 'MASTER_SECRETS', 'METRICS_HASH_SECRET'],
+  'node-gateway-1': ['MASTER_SECRETS'],
+  'node-gateway-2': ['MASTER_SECRETS'],
+  'directory-2': ['INTERNAL_SECRET'],
+  'nodeassign-2': ['INTERNAL_SECRET'],
+  redis: [],
+  lb: [],
 };
 
 /** .env.example with every secret set (as an operator may), and what a storage node needs. */
@@ -377,7 +393,7 @@ test('secrets: with every secret in .env, each container gets exactly the secret
   assert.deepEqual([...new Set(documented)].sort(), Object.keys(SECRET_VALUES).sort(), 'the secrets .env.example documents');
 
   const envText = envSettingEverySecret();
-  for (const files of [['docker-compose.yml'], ['docker-compose.yml', 'docker-compose.storage-node.yml']]) {
+  for (const files of [['docker-compose.yml'], ['docker-compose.yml', 'docker-compose.storage-node.yml'], ['docker-compose.yml', 'compose.scale.yml']]) {
     const services = resolveWith(t, envText, files);
     const held = Object.fromEntries(Object.entries(services).map(([name, s]) => [name, secretsHeld(s)]));
     const wanted = Object.fromEntries(Object.keys(services).map((name) => [name, SECRETS_OF[name] ?? ['(not in SECRETS_OF: decide what it needs)']]));
@@ -413,6 +429,60 @@ test('storage node: in place of the demo application and the gateway, on NODE_UR
   const parsed = parseCli(['nodes', 'secret', 'sync', setupEnv.NODE_URL ?? ''], cliEnv);
   assert.ok(parsed.kind === 'run' && parsed.command.kind === 'nodes secret', 'nodes secret parses');
   assert.deepEqual(parsed.command.masterSecrets, [readFileSync(path.join(dir, 'master_secrets'), 'utf8')]);
+});
+
+test('compose.scale.yml: each replica is its service of docker-compose.yml but for the published port, the replica addresses and the shared nonce store', (t) => {
+  const r = cleanRepoRun(t);
+  if (!r) return;
+  const base = JSON.parse(readFileSync(r.resolved, 'utf8')).services as Record<string, ComposeService & Record<string, unknown>>;
+  const scaled = JSON.parse(readFileSync(r.scaleResolved, 'utf8')).services as Record<string, ComposeService & Record<string, unknown>>;
+  /** A service's resolved definition with `changes` applied (undefined removes a key). */
+  const as = (name: string, changes: Record<string, unknown>, envChanges: Record<string, string | undefined> = {}) => {
+    const out: Record<string, unknown> = { ...base[name], ...changes };
+    for (const [k, v] of Object.entries(changes)) if (v === undefined) delete out[k];
+    const environment: Record<string, unknown> = { ...(base[name].environment ?? {}) };
+    for (const [k, v] of Object.entries(envChanges)) if (v === undefined) delete environment[k];
+    else environment[k] = v;
+    out.environment = environment;
+    return out;
+  };
+  const dep = (condition: string) => ({ condition });
+  const loginWant = as(
+    'login',
+    {
+      ports: undefined,
+      depends_on: { ...base.login.depends_on, 'directory-2': dep('service_healthy'), 'nodeassign-2': dep('service_healthy') },
+    },
+    { DIRECTORY_ADDR: 'dns:///directory:50051', NODEASSIGN_ADDR: 'dns:///nodeassign:50052' },
+  );
+  const gatewayWant = as(
+    'node-gateway',
+    { ports: undefined, networks: { nonces: null, public: null }, depends_on: { ...base['node-gateway'].depends_on, redis: dep('service_healthy') } },
+    { NONCE_STORE: 'redis://redis:6379' },
+  );
+  // Order-free lists, network names, and the build context (each file was resolved in its own folder).
+  const normalise = (s: Record<string, unknown>) =>
+    JSON.parse(
+      JSON.stringify(s, (k, v) => {
+        if (k === 'networks' && v && !Array.isArray(v)) return Object.keys(v).sort();
+        if (k === 'volumes' && Array.isArray(v)) return v.map((x) => JSON.stringify(x)).sort();
+        if (k === 'context') return '<project folder>';
+        return v;
+      }),
+    );
+  for (const name of ['login-1', 'login-2']) assert.deepEqual(normalise(scaled[name]), normalise(loginWant), name);
+  for (const name of ['node-gateway-1', 'node-gateway-2']) assert.deepEqual(normalise(scaled[name]), normalise(gatewayWant), name);
+  for (const [replica, of] of [['directory-2', 'directory'], ['nodeassign-2', 'nodeassign']]) {
+    assert.deepEqual(scaled[replica].networks, { backend: { aliases: [of] } }, `${replica}: answers to ${of}'s name`);
+    assert.deepEqual(normalise({ ...scaled[replica], networks: undefined }), normalise({ ...base[of], networks: undefined }), replica);
+  }
+  // What the replicas are given parses: the gRPC targets name every replica.
+  const dir = tempDir(t, 'compose-scale-');
+  const loginEnv = serviceEnv(scaled['login-1']);
+  assert.deepEqual([address(loginEnv, 'DIRECTORY_ADDR', ''), address(loginEnv, 'NODEASSIGN_ADDR', '')], ['dns:///directory:50051', 'dns:///nodeassign:50052']);
+  assert.equal(gatewayConfig(secretFilesIn(dir)(scaled['node-gateway-1'])).nonceStore.kind, 'redis');
+  // The balancer publishes what login and the gateway publish in the single stack.
+  assert.deepEqual(published(scaled.lb), [...published(base.login), ...published(base['node-gateway'])]);
 });
 
 test('networks: the application cannot reach the backend; the secrets one-shot has no network', (t) => {
