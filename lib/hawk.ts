@@ -10,10 +10,21 @@ export const MAX_HEADER_LENGTH = 4096;
 
 const ATTRIBUTE_NAMES = ['id', 'ts', 'nonce', 'hash', 'ext', 'mac', 'app', 'dlg'] as const;
 type AttributeName = (typeof ATTRIBUTE_NAMES)[number];
+/** Each name's slot while parsing: a Map, so that a client's "__proto__" is merely unknown. */
+const ATTRIBUTE_SLOT = new Map<string, number>(ATTRIBUTE_NAMES.map((name, slot) => [name, slot]));
+const [ID, TS, NONCE, HASH, EXT, MAC, APP, DLG] = ATTRIBUTE_NAMES.map((name) => ATTRIBUTE_SLOT.get(name)!);
 const REQUIRED: readonly AttributeName[] = ['id', 'ts', 'nonce', 'mac'];
 
 /** The protocol's attribute value alphabet: printable ASCII without `"` and `\`. */
 const VALUE_CHARS = /^[ !#-[\]-~]*$/;
+// The header's grammar, compiled once (a literal in the function would make a new object per request).
+const SCHEME = /^[A-Za-z]+/;
+/** Whitespace is JavaScript's `\s`, as in the reference (the hawk package's parser). */
+const LEAD = /^\s*/;
+const LINE_BREAK = /[\n\r\u2028\u2029]/;
+/** name="value" pairs separated by commas; a trailing comma is allowed, as the reference allows it. Sticky: matched at lastIndex. */
+const PAIR = /(\w+)="([^"]*)"\s*(?:,\s*|$)/y;
+const DIGITS = /^\d+$/;
 
 export interface HawkAttributes {
   id: string;
@@ -55,41 +66,47 @@ export function parseHawkHeader(header: string | undefined): HawkAttributes {
     throw new Unauthorized('missing Authorization header', { headers: { 'WWW-Authenticate': 'Hawk' } });
   }
   if (header.length > MAX_HEADER_LENGTH) throw malformed(`Authorization header longer than ${MAX_HEADER_LENGTH} bytes`);
-  const scheme = /^[A-Za-z]+/.exec(header)?.[0] ?? '';
+  const scheme = SCHEME.exec(header)?.[0] ?? '';
   if (scheme.toLowerCase() !== 'hawk') {
     throw new Unauthorized('unsupported authorization scheme, expected Hawk', { headers: { 'WWW-Authenticate': 'Hawk' } });
   }
   const rest = header.slice(scheme.length);
-  // Whitespace is JavaScript's `\s`, as in the reference (the hawk package's parser): tests in
-  // lib/hawk.differential.test.ts. After the scheme it may span lines; the attributes may not.
-  const lead = /^\s*/.exec(rest)![0];
+  // After the scheme, whitespace may span lines; the attributes may not. Tests in lib/hawk.differential.test.ts.
+  const lead = LEAD.exec(rest)![0];
   const attributes = rest.slice(lead.length);
   if (lead === '' || attributes === '') throw malformed('Hawk header has no attributes');
-  if (/[\n\r\u2028\u2029]/.test(attributes)) throw malformed('Hawk attributes must be on one line');
+  if (LINE_BREAK.test(attributes)) throw malformed('Hawk attributes must be on one line');
 
-  const found: Partial<Record<AttributeName, string>> = {};
-  // name="value" pairs separated by commas; a trailing comma is allowed, as the reference allows it.
-  const pair = /(\w+)="([^"]*)"\s*(,\s*|$)/y;
+  // By slot (ATTRIBUTE_SLOT): one small array instead of an object grown by client-chosen keys.
+  const found: Array<string | undefined> = [undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined];
   let pos = 0;
   while (pos < attributes.length) {
-    pair.lastIndex = pos;
-    const m = pair.exec(attributes);
+    PAIR.lastIndex = pos;
+    const m = PAIR.exec(attributes);
     if (!m) throw malformed(`malformed Hawk attribute near ${JSON.stringify(attributes.slice(pos, pos + 20).trim())}, expected name="value"`);
-    const [, name, value] = m;
-    if (!(ATTRIBUTE_NAMES as readonly string[]).includes(name)) throw malformed(`unknown Hawk attribute "${name}"`);
+    const name = m[1];
+    const value = m[2];
+    const slot = ATTRIBUTE_SLOT.get(name);
+    if (slot === undefined) throw malformed(`unknown Hawk attribute "${name}"`);
     if (value === '') throw malformed(`Hawk attribute "${name}" is empty`);
     if (!VALUE_CHARS.test(value)) throw malformed(`Hawk attribute "${name}" holds a character outside printable ASCII or a backslash`);
-    if (found[name as AttributeName] !== undefined) throw malformed(`duplicate Hawk attribute "${name}"`);
-    found[name as AttributeName] = value;
-    pos = pair.lastIndex;
+    if (found[slot] !== undefined) throw malformed(`duplicate Hawk attribute "${name}"`);
+    found[slot] = value;
+    pos = PAIR.lastIndex;
   }
   for (const name of REQUIRED) {
-    if (!found[name]) throw malformed(`missing Hawk attribute "${name}"`);
+    if (found[ATTRIBUTE_SLOT.get(name)!] === undefined) throw malformed(`missing Hawk attribute "${name}"`);
   }
-  if (!/^\d+$/.test(found.ts!)) throw malformed('Hawk attribute "ts" must be whole seconds (digits only)');
+  const attrs: HawkAttributes = { id: found[ID]!, ts: found[TS]!, nonce: found[NONCE]!, mac: found[MAC]! };
+  if (!DIGITS.test(attrs.ts)) throw malformed('Hawk attribute "ts" must be whole seconds (digits only)');
   // dlg is only covered by the MAC together with app; alone it would ride along unsigned.
-  if (found.dlg !== undefined && found.app === undefined) throw malformed('Hawk attribute "dlg" requires "app"');
-  return found as HawkAttributes;
+  if (found[DLG] !== undefined && found[APP] === undefined) throw malformed('Hawk attribute "dlg" requires "app"');
+  // The optional ones only when present, as the header gave them.
+  if (found[HASH] !== undefined) attrs.hash = found[HASH];
+  if (found[EXT] !== undefined) attrs.ext = found[EXT];
+  if (found[APP] !== undefined) attrs.app = found[APP];
+  if (found[DLG] !== undefined) attrs.dlg = found[DLG];
+  return attrs;
 }
 
 /** The string the MAC covers, exactly as the protocol defines it. */
