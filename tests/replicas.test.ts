@@ -10,7 +10,9 @@
 //
 // REPLICAS_BREAK checks that the properties can fail: `nonces` gives each
 // gateway its own nonce memory (d fails), `store` puts the second directory on
-// a database of its own whose uids start elsewhere (a fails, and more).
+// a database of its own whose uids start elsewhere (a fails, and the rest),
+// `one-target` gives the logins only the first directory and nodeassign (e fails).
+// REPLICAS_LOGS=1 prints the warnings and errors the services logged, at the end.
 import { after, before, describe, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -127,7 +129,7 @@ async function startHarness(storeUrl: string, otherStoreUrl: string): Promise<Ha
     const relay = await roundRobinRelay(ports.gateway);
     closers.push(() => relay.close());
     const nodeUrl = `http://127.0.0.1:${relay.port}`;
-    const targets = (ps: number[]) => `ipv4:${ps.map((p) => `127.0.0.1:${p}`).join(',')}`;
+    const targets = (ps: number[]) => (BREAK.has('one-target') ? `127.0.0.1:${ps[0]}` : `ipv4:${ps.map((p) => `127.0.0.1:${p}`).join(',')}`);
     const common: Env = { INTERNAL_SECRET: TEST_AUTH.internalSecret, BIND_HOST: '127.0.0.1' };
     const envs: Record<ReplicatedService, Env[]> = {
       directory: ports.directory.map((p, i) => ({ ...common, STORE_URL: BREAK.has('store') && i === 1 ? otherStoreUrl : storeUrl, DIRECTORY_PORT: String(p) })),
@@ -159,7 +161,10 @@ async function startHarness(storeUrl: string, otherStoreUrl: string): Promise<Ha
 
     const running = new Map<string, ServiceProcess>();
     closers.push(() => Promise.all([...running.values()].map((p) => p.stop())));
-    closers.push(async () => { if (process.env.DEBUG_REPLICAS) for (const [k, p] of running) for (const l of p.lines) if (l.level >= 40) console.log(k, JSON.stringify(l)); });
+    closers.push(async () => {
+      if (!process.env.REPLICAS_LOGS) return;
+      for (const [name, p] of running) for (const line of p.lines) if (line.level >= 40) console.log(`${name} ${JSON.stringify(line)}`);
+    });
     const startOne = async (service: ReplicatedService, index: number): Promise<void> => {
       running.set(`${service}/${index}`, await startServiceProcess(ENTRY[service], envs[service][index], program));
     };
