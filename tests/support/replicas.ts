@@ -339,18 +339,30 @@ interface Known {
   authorization: string;
 }
 
+/** Replicas killed at once, and revived at once. */
+export type KillRound = Array<{ service: ReplicatedService; index: number }>;
+
+const EVERY_SERVICE: ReplicatedService[] = ['login', 'directory', 'nodeassign', 'gateway'];
+
+/** The first replica of every service at once, then (once they are back) the second: each revived replica then carries the load alone. */
+export const KILL_TOGETHER: KillRound[] = [0, 1].map((index) => EVERY_SERVICE.map((service) => ({ service, index })));
+
+/** One replica at a time, service by service: slower, and each failure tells which kill it came from. */
+export const KILL_ONE_AT_A_TIME: KillRound[] = EVERY_SERVICE.flatMap((service) => [0, 1].map((index) => [{ service, index }]));
+
 /**
  * e. Mixed load at a fixed concurrency (first logins, repeat logins, Hawk
- * requests, each spread over the replicas) while each service loses one
- * replica to SIGKILL, then the other once the first is back. Asserted: no
- * failure before the first kill; per kill, failures (no answer, or 503) at
- * most the requests under way; no other answer than 200 and those; during
- * each kill the other replicas served every kind of request; a revived
- * replica carries the load when the other one dies; every user that got a
- * uid gets it again; no node counts fewer users than its records, and more
- * only by logins that failed, which `nodes reconcile` then corrects.
+ * requests, each spread over the replicas) while replicas die by SIGKILL,
+ * round by round (`rounds`: every service's first replica together, then the
+ * second). Asserted: no failure before the first kill; per round, failures (no
+ * answer, or 503) at most the requests under way; no other answer than 200
+ * and those; while the replicas were dead, the others served every kind of
+ * request; a revived replica carries the load when the other one dies; every
+ * user that got a uid gets it again; no node counts fewer users than its
+ * records, and more only by first logins that failed, which `nodes reconcile`
+ * then corrects.
  */
-export function killsLoseOnlyWhatWasInFlight(services: ReplicatedService[] = ['login', 'directory', 'nodeassign', 'gateway']): Property {
+export function killsLoseOnlyWhatWasInFlight(rounds: KillRound[] = KILL_TOGETHER): Property {
   return async (s, t) => {
     const drift = await slotDrift(s);
     const known = new Map<string, Known>();
@@ -406,22 +418,27 @@ export function killsLoseOnlyWhatWasInFlight(services: ReplicatedService[] = ['l
     // Awaited below; a worker that throws meanwhile is not an unhandled rejection.
     for (const w of workers) w.catch(() => undefined);
 
-    const kills: Array<{ service: ReplicatedService; index: number; killedAt: number; deadFrom: number; revivedAt: number }> = [];
+    const kills: Array<{ what: string; killedAt: number; deadFrom: number; revivedAt: number }> = [];
+    const httpKind = (service: ReplicatedService) => (service === 'login' || service === 'gateway' ? service : undefined);
+    const markDead = (round: KillRound, isDead: boolean) => {
+      for (const { service, index } of round) {
+        const kind = httpKind(service);
+        if (kind && isDead) dead[kind].add(index);
+        else if (kind) dead[kind].delete(index);
+      }
+    };
     try {
       await sleep(BASELINE_MS);
-      for (const service of services) {
-        const http = service === 'login' || service === 'gateway' ? service : undefined;
-        for (let index = 0; index < 2; index++) {
-          if (http) dead[http].add(index);
-          const killedAt = Date.now();
-          await s.kill(service, index);
-          const deadFrom = Date.now();
-          await sleep(DEAD_MS);
-          await s.revive(service, index);
-          kills.push({ service, index, killedAt, deadFrom, revivedAt: Date.now() });
-          if (http) dead[http].delete(index);
-          else await sleep(GRPC_RETURN_MS);
-        }
+      for (const round of rounds) {
+        markDead(round, true);
+        const killedAt = Date.now();
+        await Promise.all(round.map(({ service, index }) => s.kill(service, index)));
+        const deadFrom = Date.now();
+        await sleep(DEAD_MS);
+        await Promise.all(round.map(({ service, index }) => s.revive(service, index)));
+        kills.push({ what: round.map(({ service, index }) => `${service} ${index}`).join(', '), killedAt, deadFrom, revivedAt: Date.now() });
+        markDead(round, false);
+        if (round.some(({ service }) => !httpKind(service))) await sleep(GRPC_RETURN_MS);
       }
       await sleep(BASELINE_MS);
     } finally {
@@ -437,7 +454,7 @@ export function killsLoseOnlyWhatWasInFlight(services: ReplicatedService[] = ['l
     for (const [k, kill] of kills.entries()) {
       const end = kills[k + 1]?.killedAt ?? Infinity;
       const lost = done.filter((a) => failed(a) && a.endedAt >= kill.killedAt && a.endedAt < end);
-      const what = `${kill.service} ${kill.index} killed`;
+      const what = `${kill.what} killed`;
       note(t, `${what}: ${lost.length} failed (${lost.map((a) => `${a.op} ${a.status || a.error}`).join('; ')})`);
       assert.ok(lost.length <= KILL_CONCURRENCY, `${what}: ${lost.length} requests failed, more than the ${KILL_CONCURRENCY} under way`);
       // While it was dead, the others served every kind of request.
@@ -594,5 +611,5 @@ export const PROPERTIES: Array<[string, Property]> = [
   ['c. concurrent first logins through both logins never fill a node beyond its capacity; the rest is 503; loads match', allocationStaysWithinCapacity],
   ['d. a Hawk request accepted by one gateway is a replay at the other', hawkReplayRefusedAcrossGateways],
   ['f. purge and account events while logins go through both replicas', purgeAndAccountEventsUnderLogins],
-  ['e. SIGKILL of a replica of each service under load loses only what was in flight, and keeps what was acknowledged', killsLoseOnlyWhatWasInFlight()],
+  ['e. SIGKILL of one replica of every service under load loses only what was in flight, and keeps what was acknowledged', killsLoseOnlyWhatWasInFlight()],
 ];
