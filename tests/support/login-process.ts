@@ -1,6 +1,7 @@
-// The login service as production runs it: its entry point (services/login/index.ts)
-// in a process of its own, LOGIN_WORKERS and all, against directory and
-// nodeassign on loopback; its JSON log lines collected for the test to read.
+// A service as production runs it: its entry point (services/<name>/index.ts,
+// or the transpiled copy of it) in a process of its own, configured by the
+// environment, against its neighbours on loopback; its JSON log lines
+// collected for the test to read. Login runs LOGIN_WORKERS and all.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,10 +15,25 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 /** One JSON log line. */
 export type LogLine = Record<string, any> & { msg: string; pid: number; worker?: number };
 
-export interface LoginProcess {
+/** A service with an entry point at services/<name>/index.ts, which logs "<name> listening" with its port. */
+export type ServiceName = 'login' | 'directory' | 'nodeassign' | 'node-gateway';
+
+/** Where the entry points are: the sources through tsx (default), or a transpiled tree (scripts/stack-part.ts buildParts) under plain node. */
+export interface ServiceProgram {
+  /** Folder holding services/<name>/index.{ts,js}. */
+  root: string;
+  execArgv: readonly string[];
+  extension: '.ts' | '.js';
+}
+
+export const SOURCE_PROGRAM: ServiceProgram = { root: ROOT, execArgv: ['--import', 'tsx'], extension: '.ts' };
+
+export interface ServiceProcess {
   pid: number;
+  /** http://127.0.0.1:<port> (for the gRPC services too: only the port matters there). */
   url: string;
-  /** The primary's /metrics, when LOGIN_METRICS_PORT is set. */
+  port: number;
+  /** Login's primary's /metrics, when LOGIN_METRICS_PORT is set. */
   metricsUrl?: string;
   /** Every log line so far. */
   lines: LogLine[];
@@ -29,6 +45,8 @@ export interface LoginProcess {
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
 }
 
+export type LoginProcess = ServiceProcess;
+
 /** A TRUSTED_ISSUERS file in `dir` trusting `idp` for any domain. */
 export function trustedIssuersFile(dir: string, idp: DevIdp): string {
   const file = path.join(dir, 'trusted-issuers.json');
@@ -36,11 +54,11 @@ export function trustedIssuersFile(dir: string, idp: DevIdp): string {
   return file;
 }
 
-/** Starts login with `env` (LOGIN_PORT 0 unless set) and resolves once it logs "login listening". */
-export function startLoginProcess(env: Env): Promise<LoginProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/login/index.ts'], {
+/** Starts `name`'s entry point with `env` (over this process's environment) and resolves once it logs "<name> listening". */
+export function startServiceProcess(name: ServiceName, env: Env, program: ServiceProgram = SOURCE_PROGRAM): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [...program.execArgv, path.join(program.root, 'services', name, `index${program.extension}`)], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'info', LOGIN_PORT: '0', ...env },
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -79,14 +97,14 @@ export function startLoginProcess(env: Env): Promise<LoginProcess> {
         if (!watchers.has(watch)) return;
         clearTimeout(timer);
         watchers.delete(watch);
-        reject(new Error(`login exited; stderr: ${stderr}`));
+        reject(new Error(`${name} exited; stderr: ${stderr}`));
       });
     });
-  const running: Omit<LoginProcess, 'url' | 'metricsUrl'> = {
+  const running: Omit<ServiceProcess, 'url' | 'port' | 'metricsUrl'> = {
     pid: child.pid!,
     lines,
     waitFor,
-    signal: (name) => child.kill(name),
+    signal: (sig) => child.kill(sig),
     exited,
     stop: async () => {
       child.kill('SIGTERM');
@@ -96,11 +114,21 @@ export function startLoginProcess(env: Env): Promise<LoginProcess> {
       return r;
     },
   };
-  return waitFor((l) => l.msg === 'login listening').then(
-    (l) => ({ ...running, url: `http://127.0.0.1:${l.port}`, metricsUrl: l.metricsPort ? `http://127.0.0.1:${l.metricsPort}/metrics` : undefined }),
+  return waitFor((l) => l.msg === `${name} listening`).then(
+    (l) => ({
+      ...running,
+      port: l.port,
+      url: `http://127.0.0.1:${l.port}`,
+      metricsUrl: l.metricsPort ? `http://127.0.0.1:${l.metricsPort}/metrics` : undefined,
+    }),
     (err: Error) => {
       child.kill('SIGKILL');
       throw err;
     },
   );
+}
+
+/** Starts login with `env` (LOGIN_PORT 0 unless set) and resolves once it logs "login listening". */
+export function startLoginProcess(env: Env): Promise<LoginProcess> {
+  return startServiceProcess('login', { LOGIN_PORT: '0', ...env });
 }

@@ -8,6 +8,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { freePort } from './services.js';
 
 const START_WAIT_MS = 10_000;
 
@@ -40,17 +41,6 @@ export function redisSkipReason(): string | undefined {
   if (redisServerBinary()) return undefined;
   const named = process.env.REDIS_SERVER?.trim();
   return named ? `REDIS_SERVER names ${named}, which does not exist` : 'redis-server is not installed (apt-get install redis-server; .ci/run installs it)';
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Whether something answers PING with PONG on the port. */

@@ -6,6 +6,7 @@ import { service as healthService } from 'grpc-health-check';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { GrpcAuth } from '../../lib/config.js';
@@ -14,6 +15,18 @@ import { grpcClient, type ClientAuth } from '../../lib/grpc.js';
 /** A fresh random secret, long enough for MASTER_SECRETS and INTERNAL_SECRET: tests never ship a fixed one. */
 export function newSecret(): string {
   return randomBytes(32).toString('hex');
+}
+
+/** A loopback port nothing listens on right now (for a server that must come back on the same port). */
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
 }
 
 /** The internal gRPC secret of this test process: servers require it, clients send it. */

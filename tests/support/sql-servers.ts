@@ -5,9 +5,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from './services.js';
 
 export interface SqlServer {
   /** What the server is, for test names. */
@@ -23,15 +23,6 @@ export type Started = { server: SqlServer } | { skip: string };
 
 const START_MS = 60_000;
 const isRoot = process.getuid?.() === 0;
-
-/** A port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
-}
 
 function run(cmd: string, args: string[]): void {
   const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: START_MS });
