@@ -126,6 +126,9 @@ before(async () => {
     [
       `TEST_WEBHOOK_DIR=${webhookDir}`,
       `WEBHOOK_AUDIENCE=${WEBHOOK_AUDIENCE}`,
+      // As tests/replicas.test.ts: on a loaded test machine the default 2 s ends logins that are only slow,
+      // and the kill check counts every failure.
+      'GRPC_DEADLINE_MS=5000',
       ...Object.entries(replicaPorts).map(([s, p]) => `TEST_PORT_${s.toUpperCase().replace(/-/g, '_')}=${p}`),
       '',
     ].join('\n');
