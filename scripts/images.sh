@@ -122,26 +122,16 @@ mongo_standin() {
     -f scripts/standin-mongo.Dockerfile -t "$MONGO_STANDIN" "$WORK/mongo" >/dev/null
 }
 
-# redis:7's stand-in: Debian's redis-server on the Debian base.
-redis_standin() {
-  local want
-  want="$(hash_of redis "$(sha256sum scripts/standin-redis.Dockerfile)" "$(recipe_of "$DEBIAN_IMAGE")")"
-  [ "$(recipe_of "$REDIS_STANDIN")" = "$want" ] && return 0
-  say "Debian's redis-server into $REDIS_STANDIN"
-  mkdir -p "$WORK/redis"
+# A stand-in that is one Debian package on the Debian base: scripts/standin-NAME.Dockerfile into IMAGE
+# (redis:7's from redis-server, haproxy:2.6's from haproxy).
+package_standin() {
+  local name="$1" image="$2" want
+  want="$(hash_of "$name" "$(sha256sum "scripts/standin-$name.Dockerfile")" "$(recipe_of "$DEBIAN_IMAGE")")"
+  [ "$(recipe_of "$image")" = "$want" ] && return 0
+  say "Debian's $name into $image"
+  mkdir -p "$WORK/$name"
   docker build -q --network host --build-arg "BASE=$DEBIAN_IMAGE" --label "$LABEL=$want" \
-    -f scripts/standin-redis.Dockerfile -t "$REDIS_STANDIN" "$WORK/redis" >/dev/null
-}
-
-# haproxy:2.6's stand-in: Debian's haproxy on the Debian base.
-haproxy_standin() {
-  local want
-  want="$(hash_of haproxy "$(sha256sum scripts/standin-haproxy.Dockerfile)" "$(recipe_of "$DEBIAN_IMAGE")")"
-  [ "$(recipe_of "$HAPROXY_STANDIN")" = "$want" ] && return 0
-  say "Debian's haproxy into $HAPROXY_STANDIN"
-  mkdir -p "$WORK/haproxy"
-  docker build -q --network host --build-arg "BASE=$DEBIAN_IMAGE" --label "$LABEL=$want" \
-    -f scripts/standin-haproxy.Dockerfile -t "$HAPROXY_STANDIN" "$WORK/haproxy" >/dev/null
+    -f "scripts/standin-$name.Dockerfile" -t "$image" "$WORK/$name" >/dev/null
 }
 
 # ---- end recipe ----
@@ -153,8 +143,8 @@ build_standins() {
   if ! has_image node:20-bookworm-slim || ! has_image mongo:7 || ! has_image redis:7 || ! has_image haproxy:2.6; then debian_base; fi
   if has_image node:20-bookworm-slim; then say "the engine has node:20-bookworm-slim: no stand-in needed"; else node_standin; fi
   mongo_standin
-  if has_image redis:7; then say "the engine has redis:7: no stand-in needed"; else redis_standin; fi
-  if has_image haproxy:2.6; then say "the engine has haproxy:2.6: no stand-in needed"; else haproxy_standin; fi
+  if has_image redis:7; then say "the engine has redis:7: no stand-in needed"; else package_standin redis "$REDIS_STANDIN"; fi
+  if has_image haproxy:2.6; then say "the engine has haproxy:2.6: no stand-in needed"; else package_standin haproxy "$HAPROXY_STANDIN"; fi
   say "stand-ins ready ($((SECONDS - started)) s)"
 }
 
