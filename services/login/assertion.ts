@@ -452,9 +452,9 @@ export function cachedCertificateBytes(certificate: { userAlgorithms: readonly A
  * cache took ~70 MB and login's peak RSS reached 154 MB; with this bound it
  * stays under 150 MB with room for the load's own heap. The keys are kept
  * imported rather than imported on each use: importing a P-256 key checks the
- * point (a scalar multiplication), +140 µs CPU per login in bench/ab.ts
- * (571 against 711 µs), where a bounded cache costs a miss only to
- * certificates beyond it.
+ * point (a scalar multiplication): +140 µs of login CPU per login in two
+ * bench/ab.ts runs (492 against 347, 711 against 571 µs), where a bounded
+ * cache costs a miss only to certificates beyond it.
  */
 export const CERTIFICATE_CACHE_BYTES = 32 * 1024 * 1024;
 
