@@ -449,8 +449,8 @@ export function cachedCertificateBytes(certificate: { userAlgorithms: readonly A
 /**
  * The certificate cache's memory bound, bytes: about 4 700 ES256 certificates
  * (the count bound, 10 000, holds only smaller keys). At 10 000 ES256 keys the
- * cache took ~70 MB and login's peak RSS reached 154 MB; with this bound it
- * stays under 150 MB with room for the load's own heap. The keys are kept
+ * cache took ~70 MB and login's peak RSS reached 154 MB; with this bound,
+ * 126 MB (`npm run bench -- --only start`, 20 000 users beyond the cache). The keys are kept
  * imported rather than imported on each use: importing a P-256 key checks the
  * point (a scalar multiplication): +140 µs of login CPU per login in two
  * bench/ab.ts runs (492 against 347, 711 against 571 µs), where a bounded
