@@ -29,6 +29,12 @@ const RSA_KEY_CACHE = path.join(ROOT, 'dist', 'bench-results', 'rs256-user-keys.
 
 export type UserKeyAlg = 'ES256' | 'RS256';
 
+/** Users by their index in the fixture: `from` up to, not including, `to`. */
+export interface UserRange {
+  from: number;
+  to: number;
+}
+
 interface BenchUser {
   certificate: string;
   key: KeyObject;
@@ -39,11 +45,12 @@ export interface LoginFixture {
   env: Env;
   emails: string[];
   /**
-   * `count` token requests, users in turn, each with an assertion made now
+   * `count` token requests, users in turn (those from `among.from` up to, not
+   * including, `among.to`; all by default), each with an assertion made now
    * and never handed out before: no verified-assertion cache could help.
    * Written as a JSON file for bench/load.ts; returns its path.
    */
-  freshRequests(count: number): string;
+  freshRequests(count: number, among?: UserRange): string;
   /** Assertions made so far. */
   readonly made: number;
 }
@@ -108,11 +115,12 @@ export async function loginFixture(dir: string, users: number, o: { alg?: UserKe
     get made() {
       return made;
     },
-    freshRequests(count) {
+    freshRequests(count, among = { from: 0, to: users }) {
+      if (!(among.from >= 0 && among.to <= users && among.from < among.to)) throw new Error(`no users ${among.from}..${among.to} among ${users}`);
       const expMs = Date.now() + ASSERTION_TTL_MS;
       const requests: RequestSpec[] = [];
       for (let i = 0; i < count; i++, made++) {
-        const user = pool[made % users];
+        const user = pool[among.from + (made % (among.to - among.from))];
         // ES256 signatures are randomised, RS256 ones are not: the distinct exp makes every assertion a distinct string.
         const assertion = signCompact(alg, user.key, header, { aud: AUDIENCE, exp: expMs + made });
         requests.push({ path: TOKEN_PATH, headers: { authorization: `Assertion ${bundle(user.certificate, assertion)}` } });

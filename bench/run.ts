@@ -20,7 +20,7 @@ import { benchGrowth } from './growth.js';
 import { benchLogin, benchLoginWorkers, measureBareKoa, type BareKoa } from './login.js';
 import { benchParse } from './parse.js';
 import { profileLogin } from './profile.js';
-import { benchStart } from './start.js';
+import { benchStart, CACHE_FILL_USERS } from './start.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
 
 const SECTIONS = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'profile', 'long'] as const;
@@ -97,7 +97,7 @@ async function runSection(section: Section, o: Options, state: { koa?: BareKoa; 
       }
     }
     case 'start':
-      return [await benchStart({ seconds: o.seconds, users: USERS, koa: await koa() })];
+      return [await benchStart({ seconds: o.seconds, users: USERS, fillUsers: o.quick ? 12_000 : CACHE_FILL_USERS, koa: await koa() })];
     case 'gateway':
       return [await benchGateway({ durationSeconds: o.seconds })];
     case 'growth':

@@ -13,9 +13,11 @@
  * against no cap (with 96 MB; 128 MB measured the same RSS and 3 % less CPU
  * than 96). Without it login's peak had reached 150.1 MB, and the directory's
  * on MongoDB 150.8 (93 MB with it). Live heap data is far less (login's
- * certificate cache full, 10 000 entries, is ~8 MB; its OpenSSL keys, ~69 MB,
- * live outside the heap), so the cap costs collections, not failures. Set on the command line: V8 sizes its heap before any JavaScript
- * runs, so v8.setFlagsFromString() in the entry point has no effect on it.
+ * certificate cache full is a few MB), so the cap costs collections, not
+ * failures. The cache's imported keys live outside the heap and this cap: the
+ * cache's own memory bound (CERTIFICATE_CACHE_BYTES, assertion.ts) holds them.
+ * Set on the command line: V8 sizes its heap before any JavaScript runs, so
+ * v8.setFlagsFromString() in the entry point has no effect on it.
  */
 export const SERVICE_NODE_ARGS = {
   login: ['--max-semi-space-size=4', '--max-old-space-size=128'],

@@ -4,6 +4,8 @@ import {
   algorithmsForKey,
   assertionClaims,
   certificateClaims,
+  cachedCertificateBytes,
+  CERTIFICATE_CACHE_BYTES,
   checkTimes,
   createAssertionVerifier,
   decodeJws,
@@ -385,6 +387,35 @@ describe('LruCache', () => {
     assert.equal(c.size, 2);
     c.delete('a');
     assert.equal(c.size, 1);
+  });
+
+  test('with weights: evicts the least recently used until the new entry fits, and keeps the sum', () => {
+    const c = new LruCache<number>(100, 10, (v) => v);
+    c.set('a', 4);
+    c.set('b', 3);
+    c.set('c', 3);
+    assert.equal(c.weight, 10);
+    assert.equal(c.get('a'), 4);
+    // 'b' is now the oldest: it goes, and only it (4 + 3 + 2 fits).
+    c.set('d', 2);
+    assert.deepEqual([c.get('b'), c.size, c.weight], [undefined, 3, 9]);
+    // Replacing an entry counts its new weight, not both.
+    c.set('d', 3);
+    assert.deepEqual([c.get('d'), c.size, c.weight], [3, 3, 10]);
+    // Heavier than the whole bound: not kept, and nothing else is lost for it.
+    c.set('e', 11);
+    assert.deepEqual([c.get('e'), c.size, c.weight], [undefined, 3, 10]);
+    c.set('f', 10);
+    assert.deepEqual([c.get('f'), c.size, c.weight], [10, 1, 10]);
+    c.delete('f');
+    c.delete('f');
+    assert.deepEqual([c.size, c.weight], [0, 0]);
+  });
+
+  test('with weights, the count bound still holds', () => {
+    const c = new LruCache<number>(2, 100, () => 1);
+    for (const k of ['a', 'b', 'c']) c.set(k, 1);
+    assert.deepEqual([c.get('a'), c.size, c.weight], [undefined, 2, 2]);
   });
 });
 
@@ -919,5 +950,75 @@ describe('assertion.ts: rules the second mutation run found untested', () => {
     assert.equal(v.cachedCertificates, 3);
     await assert.rejects(v.verify(`Assertion ${bundle(ending, await assertion(NOW + 1000))}`, NOW + 30_001), InvalidTimestamp);
     assert.equal(v.cachedCertificates, 2);
+  });
+});
+
+describe('createAssertionVerifier: the certificate cache is bounded by memory', () => {
+  const NOW = 1_800_000_000_000;
+  const AUD = 'https://token.example';
+  const ES256_BYTES = cachedCertificateBytes({ userAlgorithms: ['ES256'] });
+  let issuer: KeyPair, es: KeyPair, ed: KeyPair, rs: KeyPair;
+  before(async () => {
+    [issuer, es, ed, rs] = await Promise.all([generateKey('ES256'), generateKey('ES256'), generateKey('EdDSA'), generateKey('RS256')]);
+  });
+  const make = (o: { cacheBytes?: number; cacheSize?: number }) =>
+    createAssertionVerifier({ trustedIssuers: new Map([['i.example', { keys: [issuer.publicJwk], domains: ['*'] }]]), audiences: [AUD], skewSeconds: 0, generationClaim: 'g', ...o });
+  /** One certificate per e-mail address: each a distinct cache entry. */
+  const certFor = (user: KeyPair, email: string, expMs = NOW + 3_600_000) => signCertificate(issuer, { issuer: 'i.example', email, publicKey: user.publicJwk, iatMs: NOW - 1000, expMs });
+  const login = async (v: AssertionVerifier, user: KeyPair, cert: string, nowMs = NOW) =>
+    (await v.verify(`Assertion ${bundle(cert, await signAssertion(user, { audience: AUD, expMs: nowMs + 1000 }))}`, nowMs)).email;
+
+  test('the default bound holds fewer ES256 certificates than the count bound, and a byte bound is reported', async () => {
+    assert.ok(CERTIFICATE_CACHE_BYTES / ES256_BYTES < 10_000);
+    const v = await make({});
+    await login(v, es, await certFor(es, 'a@x.example'));
+    assert.deepEqual([v.cachedCertificates, v.cachedCertificateBytes], [1, ES256_BYTES]);
+  });
+
+  test('more distinct certificates than the bound holds: it stays within its bytes, whatever the keys', async () => {
+    const budget = 5 * ES256_BYTES;
+    const v = await make({ cacheBytes: budget });
+    const users = [es, ed, rs];
+    for (let i = 0; i < 24; i++) {
+      const user = users[i % users.length];
+      assert.equal(await login(v, user, await certFor(user, `u${i}@x.example`)), `u${i}@x.example`);
+      assert.ok(v.cachedCertificateBytes <= budget, `${v.cachedCertificateBytes} bytes after ${i + 1} certificates`);
+    }
+    assert.ok(v.cachedCertificates >= 4 && v.cachedCertificates < 24, String(v.cachedCertificates));
+    // Ed25519 keys weigh less: more of them fit.
+    const light = await make({ cacheBytes: budget });
+    for (let i = 0; i < 24; i++) await login(light, ed, await certFor(ed, `e${i}@x.example`));
+    assert.ok(light.cachedCertificates > 5 && light.cachedCertificateBytes <= budget, String(light.cachedCertificates));
+  });
+
+  test('an evicted certificate verifies again from scratch and comes back; the one it pushes out does too', async () => {
+    const v = await make({ cacheBytes: 2 * ES256_BYTES });
+    const [a, b, c] = await Promise.all(['a', 'b', 'c'].map((n) => certFor(es, `${n}@x.example`)));
+    await login(v, es, a);
+    await login(v, es, b);
+    await login(v, es, c);
+    assert.deepEqual([v.cachedCertificates, v.cachedCertificateBytes], [2, 2 * ES256_BYTES]);
+    // 'a' was evicted: verified again (issuer signature, claims, key) and cached, pushing out 'b'.
+    assert.equal(await login(v, es, a), 'a@x.example');
+    assert.equal(await login(v, es, b), 'b@x.example');
+    assert.deepEqual([v.cachedCertificates, v.cachedCertificateBytes], [2, 2 * ES256_BYTES]);
+    // A forged assertion is refused for an evicted certificate as for a cached one.
+    await assert.rejects(v.verify(`Assertion ${bundle(c, await signAssertion(ed, { audience: AUD, expMs: NOW + 1000 }))}`, NOW), InvalidCredentials);
+  });
+
+  test('an expired certificate is never used, evicted or cached, and takes no other certificate\'s place', async () => {
+    const v = await make({ cacheBytes: 2 * ES256_BYTES });
+    const short = await certFor(es, 's@x.example', NOW + 60_000);
+    assert.equal(await login(v, es, short), 's@x.example');
+    const later = NOW + 120_000;
+    // Cached and expired: refused and forgotten.
+    await assert.rejects(login(v, es, short, later), InvalidTimestamp);
+    assert.equal(v.cachedCertificates, 0);
+    // Verified again after eviction, then expired: refused, and not kept.
+    await login(v, es, short);
+    await login(v, es, await certFor(es, 'x@x.example'));
+    await login(v, es, await certFor(es, 'y@x.example'));
+    await assert.rejects(login(v, es, short, later), InvalidTimestamp);
+    assert.deepEqual([v.cachedCertificates, v.cachedCertificateBytes], [2, 2 * ES256_BYTES]);
   });
 });

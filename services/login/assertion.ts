@@ -214,10 +214,20 @@ export function parseGeneration(raw: unknown): number | undefined {
   return raw;
 }
 
-/** A bounded map that forgets the least recently used entry first. */
+/**
+ * A bounded map that forgets the least recently used entries first: beyond
+ * `limit` entries, and beyond `maxWeight` in all when `weigh` gives each
+ * value a weight (a value heavier than `maxWeight` alone is not kept).
+ * `weigh` must give a value the same weight every time.
+ */
 export class LruCache<V> {
   private readonly map = new Map<string, V>();
-  constructor(readonly limit: number) {}
+  private total = 0;
+  constructor(
+    readonly limit: number,
+    readonly maxWeight = Infinity,
+    private readonly weigh: (value: V) => number = () => 0,
+  ) {}
 
   get(key: string): V | undefined {
     const v = this.map.get(key);
@@ -229,17 +239,30 @@ export class LruCache<V> {
   }
 
   set(key: string, value: V): void {
-    this.map.delete(key);
-    if (this.map.size >= this.limit) this.map.delete(this.map.keys().next().value as string);
+    this.delete(key);
+    const w = this.weigh(value);
+    if (w > this.maxWeight) return;
+    while (this.map.size > 0 && (this.map.size >= this.limit || this.total + w > this.maxWeight)) {
+      this.delete(this.map.keys().next().value as string);
+    }
     this.map.set(key, value);
+    this.total += w;
   }
 
   delete(key: string): void {
+    const v = this.map.get(key);
+    if (v === undefined) return;
     this.map.delete(key);
+    this.total -= this.weigh(v);
   }
 
   get size(): number {
     return this.map.size;
+  }
+
+  /** The weights of the entries held, summed. */
+  get weight(): number {
+    return this.total;
   }
 }
 
@@ -255,6 +278,8 @@ export interface VerifierOptions {
   maxCertificateLifetime?: number;
   /** Verified certificates kept; default 10 000. */
   cacheSize?: number;
+  /** Memory the kept certificates may take in all, bytes (cachedCertificateBytes); default CERTIFICATE_CACHE_BYTES. */
+  cacheBytes?: number;
 }
 
 export interface VerifiedAssertion {
@@ -284,6 +309,8 @@ export interface AssertionVerifier {
   verify(authorization: string | undefined, nowMs?: number): Promise<VerifiedAssertion>;
   /** Certificates currently cached (for tests and metrics). */
   readonly cachedCertificates: number;
+  /** Their memory by cachedCertificateBytes, bytes. */
+  readonly cachedCertificateBytes: number;
 }
 
 /** The node:crypto key type each algorithm needs. */
@@ -399,9 +426,41 @@ function importIssuers(trusted: TrustedIssuers): Map<string, Issuer> {
   return out;
 }
 
+/**
+ * What one cached certificate costs, bytes, by its key's algorithm: the
+ * imported key (OpenSSL's memory, grown on first use, outside the V8 heap and
+ * its --max-old-space-size) and the claims on the heap. RSS and retained heap
+ * per entry with 10 000 certificates through the verifier (ES256 5.9 KB, Ed25519
+ * 2.4, RSA-2048 and 4096 6.5, DS128 5.0, DS256 7.3), rounded up.
+ */
+const CACHED_CERTIFICATE_BYTES: Record<Algorithm, number> = {
+  ES256: 7 * 1024,
+  EdDSA: 3 * 1024,
+  Ed25519: 3 * 1024,
+  RS256: 8 * 1024,
+  DS128: 6 * 1024,
+  DS256: 8 * 1024,
+};
+
+export function cachedCertificateBytes(certificate: { userAlgorithms: readonly Algorithm[] }): number {
+  return CACHED_CERTIFICATE_BYTES[certificate.userAlgorithms[0]];
+}
+
+/**
+ * The certificate cache's memory bound, bytes: about 4 700 ES256 certificates
+ * (the count bound, 10 000, holds only smaller keys). At 10 000 ES256 keys the
+ * cache took ~70 MB and login's peak RSS reached 154 MB; with this bound,
+ * 126 MB (`npm run bench -- --only start`, 20 000 users beyond the cache). The keys are kept
+ * imported rather than imported on each use: importing a P-256 key checks the
+ * point (a scalar multiplication): +140 µs of login CPU per login in two
+ * bench/ab.ts runs (492 against 347, 711 against 571 µs), where a bounded
+ * cache costs a miss only to certificates beyond it.
+ */
+export const CERTIFICATE_CACHE_BYTES = 32 * 1024 * 1024;
+
 export async function createAssertionVerifier(opts: VerifierOptions): Promise<AssertionVerifier> {
   const issuers = importIssuers(opts.trustedIssuers);
-  const cache = new LruCache<VerifiedCertificate>(opts.cacheSize ?? 10_000);
+  const cache = new LruCache<VerifiedCertificate>(opts.cacheSize ?? 10_000, opts.cacheBytes ?? CERTIFICATE_CACHE_BYTES, cachedCertificateBytes);
   const skewMs = opts.skewSeconds * 1000;
   const maxAssertionMs = (opts.maxAssertionLifetime ?? DEFAULTS.MAX_ASSERTION_LIFETIME) * 1000;
   const maxCertificateMs = (opts.maxCertificateLifetime ?? DEFAULTS.MAX_CERTIFICATE_LIFETIME) * 1000;
@@ -436,19 +495,24 @@ export async function createAssertionVerifier(opts: VerifierOptions): Promise<As
     get cachedCertificates() {
       return cache.size;
     },
+    get cachedCertificateBytes() {
+      return cache.weight;
+    },
     async verify(authorization, nowMs = Date.now()) {
       const { certificate, assertion } = parseAuthorization(authorization);
       const cacheKey = createHash('sha256').update(certificate).digest('base64url');
+      const expired = (c: VerifiedCertificate) => c.claims.expMs + skewMs < nowMs;
       let cert = cache.get(cacheKey);
       if (!cert) {
         cert = await verifyCertificate(certificate);
-        cache.set(cacheKey, cert);
+        // Not an expired one: it would only push out a certificate still in use.
+        if (!expired(cert)) cache.set(cacheKey, cert);
       }
       // Times are checked on every use, cached or not.
       try {
         checkTimes(cert.claims, nowMs, skewMs, maxCertificateMs, 'certificate');
       } catch (e) {
-        if (cert.claims.expMs + skewMs < nowMs) cache.delete(cacheKey);
+        if (expired(cert)) cache.delete(cacheKey);
         throw e;
       }
       const decoded = decodeJws(assertion, 'assertion');
