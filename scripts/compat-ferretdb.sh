@@ -99,16 +99,6 @@ cmd_start() {
   die "the server did not answer"
 }
 
-cmd_stop() {
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --state) STATE="${2:?--state needs a value}"; shift 2 ;;
-      *) die "stop: unknown option $1" ;;
-    esac
-  done
-  stop_recorded
-}
-
 case "${1:-}" in
   install) cmd_install ;;
   installed) is_installed ;;

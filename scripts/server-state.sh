@@ -1,7 +1,7 @@
 # Shared by the scripts that run a test server in the background (compat-mongo.sh,
 # compat-ferretdb.sh): a state file records its pid, port and data folder (and whether
 # the script made that folder), so several instances can run side by side.
-# Sourced; expects STATE to name the state file and NAME to name the server in messages.
+# Sourced; expects STATE to name the state file, NAME to name the server in messages, and die.
 
 read_state() {
   pid="" port="" data="" owned=""
@@ -32,4 +32,15 @@ stop_recorded() {
   fi
   [ "$owned" = 1 ] && [ -n "$data" ] && rm -rf "$data"
   rm -f "$STATE"
+}
+
+# `stop [--state FILE]`: the scripts' stop command.
+cmd_stop() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --state) STATE="${2:?--state needs a value}"; shift 2 ;;
+      *) die "stop: unknown option $1" ;;
+    esac
+  done
+  stop_recorded
 }
