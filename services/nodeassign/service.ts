@@ -12,6 +12,8 @@ import type { NodeAssignMetrics } from '../../lib/metrics.js';
 import type {
   AddNodeRequest,
   AllocateRequest,
+  ImportNodeReply,
+  ImportNodeRequest,
   ListNodesReply,
   ListNodesRequest,
   NodeReply,
@@ -22,7 +24,6 @@ import type {
   RemoveNodeRequest,
   UpdateNodeRequest,
 } from '../../lib/gen/nodeassign.js';
-import type { ImportNodeReply, ImportNodeRequest } from '../../lib/gen/nodeassign.js';
 import {
   capacityProblem,
   importedNodeProblem,
