@@ -13,11 +13,12 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { hawkHeader } from '../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../lib/idp.js';
 import { jsonOrUndefined } from '../services/login/testkit.js';
 import { buildImages, ComposeProject, findEngine, freePort, ROOT, type Run } from './support/compose.js';
-import { signingKey, signJwt, type SigningKey } from './support/oauth.js';
-import { PROPERTIES, type CliResult, type ReplicaStack, type ReplicatedService } from './support/replicas.js';
+import { signingKey, type SigningKey } from './support/oauth.js';
+import { eventSigner, PROPERTIES, type CliResult, type ReplicaStack, type ReplicatedService } from './support/replicas.js';
 
 const APP = 'sync';
 const VERSION = '1.5';
@@ -62,11 +63,12 @@ const check = (name: string, fn: (t: TestContext) => Promise<void>, first = fals
 /** Runs the health probe of a service's own compose file inside its container until it passes. */
 async function answersAgain(service: string, withinMs = 60_000): Promise<void> {
   const deadline = Date.now() + withinMs;
+  // A restart keeps the container (and its id and health check).
+  const id = await project!.containerId(service);
+  const probe = await project!.docker(['inspect', '-f', '{{json .Config.Healthcheck.Test}}', id]);
+  const [, ...cmd] = JSON.parse(probe.stdout) as string[];
   let last: Run | undefined;
   while (Date.now() < deadline) {
-    const id = await project!.containerId(service);
-    const probe = await project!.docker(['inspect', '-f', '{{json .Config.Healthcheck.Test}}', id]);
-    const [, ...cmd] = JSON.parse(probe.stdout) as string[];
     last = await project!.docker(['exec', id, ...cmd], 15_000);
     if (last.code === 0) return;
     await new Promise((r) => setTimeout(r, 500));
@@ -158,10 +160,7 @@ before(async () => {
     },
     kill: (service, index) => crash(REPLICAS[service][index]),
     revive: (service, index) => answersAgain(REPLICAS[service][index]),
-    signEvent: (claims) => {
-      const now = Math.floor(Date.now() / 1000);
-      return signJwt(hook, { aud: WEBHOOK_AUDIENCE, iat: now, exp: now + 300, jti: randomBytes(12).toString('hex'), ...claims });
-    },
+    signEvent: eventSigner(hook, WEBHOOK_AUDIENCE),
   };
 });
 
@@ -249,7 +248,6 @@ check('the load balancer spreads logins and Hawk requests over both replicas, an
   const tokenRes = await viaLb();
   const token = (await tokenRes.json()) as { id: string; key: string; uid: number; api_endpoint: string };
   assert.ok(token.api_endpoint.startsWith(`${stack.nodeUrl}/`), token.api_endpoint);
-  const { hawkHeader } = await import('../lib/hawk.js');
   const url = new URL(`${token.api_endpoint}/storage/lb-check`);
   const res = await fetch(`${lbGateway}${url.pathname}`, { headers: { Authorization: hawkHeader({ id: token.id, key: token.key, method: 'GET', url }) } });
   const reply = (await res.json()) as { uid: string };

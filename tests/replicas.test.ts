@@ -14,7 +14,6 @@
 // `one-target` gives the logins only the first directory and nodeassign (e fails).
 // REPLICAS_LOGS=1 prints the warnings and errors the services logged, at the end.
 import { after, before, describe, test } from 'node:test';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
@@ -30,9 +29,9 @@ import { jsonOrUndefined } from '../services/login/testkit.js';
 import { runCli } from '../cli/run.js';
 import { startServiceProcess, trustedIssuersFile, type ServiceName, type ServiceProcess, type ServiceProgram } from './support/login-process.js';
 import { envMongo, freshDatabase } from './support/mongo.js';
-import { signingKey, signJwt, writeJwks } from './support/oauth.js';
+import { signingKey, writeJwks } from './support/oauth.js';
 import { redisSkipReason, startRedis } from './support/redis.js';
-import { PROPERTIES, type CliResult, type ReplicaStack, type ReplicatedService } from './support/replicas.js';
+import { eventSigner, PROPERTIES, type CliResult, type ReplicaStack, type ReplicatedService } from './support/replicas.js';
 import { freePort, newSecret, TEST_AUTH } from './support/services.js';
 
 const APP = 'sync';
@@ -208,10 +207,7 @@ async function startHarness(storeUrl: string, otherStoreUrl: string): Promise<Ha
         await p.exited;
       },
       revive: (service, index) => startOne(service, index),
-      signEvent: (claims) => {
-        const now = Math.floor(Date.now() / 1000);
-        return signJwt(hook, { aud: WEBHOOK_AUDIENCE, iat: now, exp: now + 300, jti: randomBytes(12).toString('hex'), ...claims });
-      },
+      signEvent: eventSigner(hook, WEBHOOK_AUDIENCE),
       applicationDeletes: async () => [...deletes],
     };
     return { stack, close };

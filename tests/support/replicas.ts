@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { hawkHeader } from '../../lib/hawk.js';
 import { CLIENT_OPTIONS } from '../../lib/grpc.js';
+import { signJwt, type SigningKey } from './oauth.js';
 import { rawRequest, type RawResponse } from './stack.js';
 
 export type ReplicatedService = 'login' | 'directory' | 'nodeassign' | 'gateway';
@@ -48,6 +49,14 @@ export interface ReplicaStack {
   signEvent(claims: Record<string, unknown>): Promise<string>;
   /** Optional, where the application can tell: the path of every user delete (`DELETE /<version>/<uid>`) that reached it. */
   applicationDeletes?(): Promise<string[]>;
+}
+
+/** A harness's signEvent: `claims` signed by `key`, over the aud, iat, exp (5 minutes) and jti the webhook needs. */
+export function eventSigner(key: SigningKey, audience: string): ReplicaStack['signEvent'] {
+  return (claims) => {
+    const now = Math.floor(Date.now() / 1000);
+    return signJwt(key, { aud: audience, iat: now, exp: now + 300, jti: randomBytes(12).toString('hex'), ...claims });
+  };
 }
 
 export type Property = (s: ReplicaStack, t?: TestContext) => Promise<void>;
