@@ -1,6 +1,7 @@
 // Login throughput and latency for existing users, each presenting a fresh
 // assertion (its certificate reused, as a real identity provider's is), with
-// ES256 or RS256 user keys: directory, nodeassign and login each in its own
+// ES256 or RS256 user keys, or a fresh Bearer access token (RS256, as Firefox
+// Accounts signs, one per request): directory, nodeassign and login each in its own
 // process on one store (SQLite, or MongoDB through the compatible server), the
 // load from another process, next to a bare Koa hello-world measured in the same run.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -121,8 +122,9 @@ const WARM_UP_REQUESTS = 8000;
 const RATE_MARGIN = 2;
 
 /**
- * `latency: false` measures throughput and CPU only (the RS256 row: a fresh
- * RS256 assertion costs ~0.5 ms to make, so its pools are kept to one window).
+ * `latency: false` measures throughput and CPU only (the RS256 and Bearer rows:
+ * a fresh RS256 signature costs ~0.3 ms to make, so their pools are kept to one window).
+ * `scheme: 'bearer'` presents Bearer access tokens of distinct accounts, each token new.
  */
 export async function benchLogin(o: {
   label: string;
@@ -131,13 +133,17 @@ export async function benchLogin(o: {
   users: number;
   koa: BareKoa;
   alg?: UserKeyAlg;
+  scheme?: 'assertion' | 'bearer';
   latency?: boolean;
-}): Promise<{ result: BenchResult; max: LoadResult; rssMb: Record<string, number> }> {
-  const stack = await startLoginStack(o.storeUrl, { users: o.users, alg: o.alg });
-  const label = `${o.label} ${o.alg ?? 'ES256'}`;
+}): Promise<{ result: BenchResult; max: LoadResult; loginCpuUs: number; rssMb: Record<string, number> }> {
+  const bearer = o.scheme === 'bearer';
+  const stack = await startLoginStack(o.storeUrl, { users: o.users, alg: o.alg, bearer });
+  const label = bearer ? `${o.label} Bearer` : `${o.label} ${o.alg ?? 'ES256'}`;
+  const presented = bearer ? 'access tokens' : 'assertions';
   try {
+    const requestsFile = (pool: number) => (bearer ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool));
     const load = (pool: number, durationSeconds: number, overallRate?: number) =>
-      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds, overallRate });
+      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: requestsFile(pool), connections: CONNECTIONS, durationSeconds, overallRate });
     const warm = await load(WARM_UP_REQUESTS, WARM_UP_SECONDS);
     const pool = (rate: number) => Math.ceil(rate * RATE_MARGIN * o.seconds);
     for (const s of [stack.directory, stack.nodeAssign, stack.login]) s.resetPeak();
@@ -149,7 +155,7 @@ export async function benchLogin(o: {
     const latencyRuns: LoadResult[] = [];
     if (o.latency !== false) {
       latencyRuns.push(await load(pool(halfRate), o.seconds, halfRate));
-      latencyRuns.push(await runLoad({ mode: 'paced', url: stack.url, requestsFile: stack.freshRequests(Math.ceil(halfRate * o.seconds)), rate: halfRate, durationSeconds: o.seconds }));
+      latencyRuns.push(await runLoad({ mode: 'paced', url: stack.url, requestsFile: requestsFile(Math.ceil(halfRate * o.seconds)), rate: halfRate, durationSeconds: o.seconds }));
     }
     const [half, paced] = latencyRuns;
     const all = [max, ...latencyRuns];
@@ -195,13 +201,13 @@ export async function benchLogin(o: {
     }
     rows.push(
       { metric: `login ${label} non-200 + errors`, value: failed, target: '0', pass: failed === 0 },
-      // Every measured request carries an assertion made for it alone.
-      { metric: `login ${label} assertions presented more than once`, value: reused, target: '0', pass: reused === 0 },
+      // Every measured request carries an assertion (or access token) made for it alone.
+      { metric: `login ${label} ${presented} presented more than once`, value: reused, target: '0', pass: reused === 0 },
     );
     for (const [name, mb] of Object.entries(rssMb)) {
       rows.push({ metric: `${name} peak RSS MB under login load (${label})`, value: mb, target: `< ${RSS_TARGET_MB}`, pass: mb < RSS_TARGET_MB });
     }
-    return { result: { name: `login-${label.replace(' ', '-')}`, rows }, max, rssMb };
+    return { result: { name: `login-${label.replace(' ', '-')}`, rows }, max, loginCpuUs, rssMb };
   } finally {
     await stack.close();
   }
