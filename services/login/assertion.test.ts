@@ -4,6 +4,7 @@ import {
   algorithmsForKey,
   assertionClaims,
   certificateClaims,
+  cheapRsaKey,
   cachedCertificateBytes,
   CERTIFICATE_CACHE_BYTES,
   checkTimes,
@@ -15,6 +16,7 @@ import {
   MAX_AUTHORIZATION_LENGTH,
   parseAuthorization,
   padRsaSignature,
+  signedBy,
   parseGeneration,
   splitBundle,
   userPublicKey,
@@ -288,6 +290,32 @@ describe('padRsaSignature', () => {
     assert.deepEqual(padRsaSignature(Buffer.from([1, 2, 3, 4]), 4), Buffer.from([1, 2, 3, 4]));
     assert.deepEqual(padRsaSignature(Buffer.from([1, 2, 3, 4, 5]), 4), Buffer.from([1, 2, 3, 4, 5]), 'too long stays too long (and fails)');
   });
+});
+
+describe('signedBy with RS256', () => {
+  // Checked at once for small keys (cheapRsaKey), in the thread pool for the rest: both answer alike.
+  const cases = [
+    { bits: 2048, exponent: 65537, inline: true },
+    { bits: 2048, exponent: 3, inline: true },
+    { bits: 2048, exponent: 65539, inline: false },
+    { bits: 3072, exponent: 65537, inline: false },
+  ];
+  for (const { bits, exponent, inline } of cases) {
+    test(`${bits} bits, exponent ${exponent}: ${inline ? 'at once' : 'thread pool'}; true only for the key's own signature`, async () => {
+      const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: bits, publicExponent: exponent });
+      assert.equal(cheapRsaKey(publicKey), inline);
+      const input = `${b64({ alg: 'RS256' })}.${b64({ aud: 'x' })}`;
+      const signature = sign('sha256', Buffer.from(input), privateKey);
+      const decoded = (sig: Buffer) => decodeJws(`${input}.${sig.toString('base64url')}`, 'test');
+      assert.equal(await signedBy(decoded(signature), publicKey), true);
+      const flipped = Buffer.from(signature);
+      flipped[10] ^= 1;
+      assert.equal(await signedBy(decoded(flipped), publicKey), false);
+      assert.equal(await signedBy(decoded(Buffer.concat([signature, Buffer.from([0])])), publicKey), false, 'too long: refused, never thrown');
+      const other = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey;
+      assert.equal(await signedBy(decoded(signature), other), false);
+    });
+  }
 });
 
 describe('certificateClaims', () => {
