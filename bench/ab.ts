@@ -22,44 +22,13 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { BUILD_DIR, buildServices, ROOT } from './build.js';
 import { measureGateways } from './gateway.js';
-import { CONNECTIONS, startLoginStack, type LoginStack } from './login.js';
+import { median, schemeRound as round, startLoginStack, type LoginStack, type Scheme, type SchemeRound } from './login.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
 import { runLoad } from './proc.js';
 
-export interface AbRound {
-  requestsPerSecond: number;
-  /** CPU ms per request, by service. */
-  cpuMsPerRequest: Record<string, number>;
-  /** Peak RSS during the round, MB, by service. */
-  peakRssMb: Record<string, number>;
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-export type Scheme = 'assertion' | 'bearer';
 export type Store = 'sqlite' | 'mongodb';
+export type AbRound = SchemeRound;
 type MeasuredStack = LoginStack & { lastRate?: Partial<Record<Scheme, number>> };
-
-async function round(stack: MeasuredStack, seconds: number, scheme: Scheme): Promise<AbRound> {
-  const services = [stack.login, stack.directory];
-  // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
-  const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * 2 * seconds);
-  const requestsFile = scheme === 'bearer' ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
-  const before = services.map((s) => s.cpuSeconds());
-  for (const s of services) s.resetPeak();
-  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
-  if (r.reused > 0) throw new Error(`${r.reused} ${scheme} credentials presented twice: the pool was too small`);
-  stack.lastRate = { ...stack.lastRate, [scheme]: r.requestsPerSecond };
-  if (r.non2xx + r.errors > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
-  return {
-    requestsPerSecond: r.requestsPerSecond,
-    cpuMsPerRequest: {
-      ...Object.fromEntries(services.map((s, i) => [s.name, ((s.cpuSeconds() - before[i]) * 1000) / r.total])),
-      'load generator': (r.cpuSeconds * 1000) / r.total,
-    },
-    peakRssMb: Object.fromEntries(services.map((s) => [s.name, s.peakRssMb()])),
-  };
-}
 
 export async function compare(
   replace: Record<string, string>,

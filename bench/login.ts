@@ -1,9 +1,9 @@
 // Login throughput and latency for existing users, each presenting a fresh
 // assertion (its certificate reused, as a real identity provider's is), with
-// ES256 or RS256 user keys, or a fresh Bearer access token (RS256, as Firefox
-// Accounts signs, one per request): directory, nodeassign and login each in its own
-// process on one store (SQLite, or MongoDB through the compatible server), the
-// load from another process, next to a bare Koa hello-world measured in the same run.
+// ES256 or RS256 user keys, and Bearer access tokens beside assertions on one
+// stack: directory, nodeassign and login each in its own process on one store
+// (SQLite, or MongoDB through the compatible server), the load from another
+// process, next to a bare Koa hello-world measured in the same run.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -122,9 +122,8 @@ const WARM_UP_REQUESTS = 8000;
 const RATE_MARGIN = 2;
 
 /**
- * `latency: false` measures throughput and CPU only (the RS256 and Bearer rows:
- * a fresh RS256 signature costs ~0.3 ms to make, so their pools are kept to one window).
- * `scheme: 'bearer'` presents Bearer access tokens of distinct accounts, each token new.
+ * `latency: false` measures throughput and CPU only (the RS256 row: a fresh
+ * RS256 assertion costs ~0.5 ms to make, so its pools are kept to one window).
  */
 export async function benchLogin(o: {
   label: string;
@@ -133,17 +132,13 @@ export async function benchLogin(o: {
   users: number;
   koa: BareKoa;
   alg?: UserKeyAlg;
-  scheme?: 'assertion' | 'bearer';
   latency?: boolean;
-}): Promise<{ result: BenchResult; max: LoadResult; loginCpuUs: number; rssMb: Record<string, number> }> {
-  const bearer = o.scheme === 'bearer';
-  const stack = await startLoginStack(o.storeUrl, { users: o.users, alg: o.alg, bearer });
-  const label = bearer ? `${o.label} Bearer` : `${o.label} ${o.alg ?? 'ES256'}`;
-  const presented = bearer ? 'access tokens' : 'assertions';
+}): Promise<{ result: BenchResult; max: LoadResult; rssMb: Record<string, number> }> {
+  const stack = await startLoginStack(o.storeUrl, { users: o.users, alg: o.alg });
+  const label = `${o.label} ${o.alg ?? 'ES256'}`;
   try {
-    const requestsFile = (pool: number) => (bearer ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool));
     const load = (pool: number, durationSeconds: number, overallRate?: number) =>
-      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: requestsFile(pool), connections: CONNECTIONS, durationSeconds, overallRate });
+      runLoad({ mode: 'autocannon', url: stack.url, requestsFile: stack.freshRequests(pool), connections: CONNECTIONS, durationSeconds, overallRate });
     const warm = await load(WARM_UP_REQUESTS, WARM_UP_SECONDS);
     const pool = (rate: number) => Math.ceil(rate * RATE_MARGIN * o.seconds);
     for (const s of [stack.directory, stack.nodeAssign, stack.login]) s.resetPeak();
@@ -155,7 +150,7 @@ export async function benchLogin(o: {
     const latencyRuns: LoadResult[] = [];
     if (o.latency !== false) {
       latencyRuns.push(await load(pool(halfRate), o.seconds, halfRate));
-      latencyRuns.push(await runLoad({ mode: 'paced', url: stack.url, requestsFile: requestsFile(Math.ceil(halfRate * o.seconds)), rate: halfRate, durationSeconds: o.seconds }));
+      latencyRuns.push(await runLoad({ mode: 'paced', url: stack.url, requestsFile: stack.freshRequests(Math.ceil(halfRate * o.seconds)), rate: halfRate, durationSeconds: o.seconds }));
     }
     const [half, paced] = latencyRuns;
     const all = [max, ...latencyRuns];
@@ -201,13 +196,100 @@ export async function benchLogin(o: {
     }
     rows.push(
       { metric: `login ${label} non-200 + errors`, value: failed, target: '0', pass: failed === 0 },
-      // Every measured request carries an assertion (or access token) made for it alone.
-      { metric: `login ${label} ${presented} presented more than once`, value: reused, target: '0', pass: reused === 0 },
+      // Every measured request carries an assertion made for it alone.
+      { metric: `login ${label} assertions presented more than once`, value: reused, target: '0', pass: reused === 0 },
     );
     for (const [name, mb] of Object.entries(rssMb)) {
       rows.push({ metric: `${name} peak RSS MB under login load (${label})`, value: mb, target: `< ${RSS_TARGET_MB}`, pass: mb < RSS_TARGET_MB });
     }
-    return { result: { name: `login-${label.replace(' ', '-')}`, rows }, max, loginCpuUs, rssMb };
+    return { result: { name: `login-${label.replace(' ', '-')}`, rows }, max, rssMb };
+  } finally {
+    await stack.close();
+  }
+}
+
+export type Scheme = 'assertion' | 'bearer';
+
+export interface SchemeRound {
+  requestsPerSecond: number;
+  /** CPU ms per request, by service and 'load generator'. */
+  cpuMsPerRequest: Record<string, number>;
+  /** Peak RSS during the round, MB, by service. */
+  peakRssMb: Record<string, number>;
+}
+
+/**
+ * One closed-loop window of `scheme` logins on `stack`, each request with
+ * credentials made for it alone; throws if any was presented twice or failed.
+ */
+export async function schemeRound(stack: LoginStack & { lastRate?: Partial<Record<Scheme, number>> }, seconds: number, scheme: Scheme): Promise<SchemeRound> {
+  const services = [stack.login, stack.directory];
+  // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
+  const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * RATE_MARGIN * seconds);
+  const requestsFile = scheme === 'bearer' ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
+  const before = services.map((s) => s.cpuSeconds());
+  for (const s of services) s.resetPeak();
+  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
+  if (r.reused > 0) throw new Error(`${r.reused} ${scheme} credentials presented twice: the pool was too small`);
+  stack.lastRate = { ...stack.lastRate, [scheme]: r.requestsPerSecond };
+  if (failures(r) > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
+  return {
+    requestsPerSecond: r.requestsPerSecond,
+    cpuMsPerRequest: {
+      ...Object.fromEntries(services.map((s, i) => [s.name, ((s.cpuSeconds() - before[i]) * 1000) / r.total])),
+      'load generator': (r.cpuSeconds * 1000) / r.total,
+    },
+    peakRssMb: Object.fromEntries(services.map((s) => [s.name, s.peakRssMb()])),
+  };
+}
+
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Bearer (one RS256 check, e = 65537) must cost login no more CPU than an ES256 assertion, and at most this. */
+const BEARER_CPU_TARGET_US = 250;
+const SCHEME_ROUNDS = 3;
+
+/**
+ * Bearer logins (fresh RS256 access tokens, distinct accounts) beside
+ * assertion logins (fresh ES256 assertions) on one SQLite stack, in
+ * alternating windows, so that a change in the machine's speed hits both
+ * alike; each figure is the median of its scheme's windows.
+ */
+export async function benchBearerBesideAssertions(o: { storeUrl: string; seconds: number; users: number }): Promise<BenchResult> {
+  const stack = await startLoginStack(o.storeUrl, { users: o.users, bearer: true });
+  const schemes: Scheme[] = ['assertion', 'bearer'];
+  const label: Record<Scheme, string> = { assertion: 'ES256 assertions', bearer: 'Bearer' };
+  try {
+    for (const scheme of schemes) await schemeRound(stack, WARM_UP_SECONDS, scheme);
+    const rounds: Record<Scheme, SchemeRound[]> = { assertion: [], bearer: [] };
+    for (let i = 0; i < SCHEME_ROUNDS; i++) for (const scheme of schemes) rounds[scheme].push(await schemeRound(stack, o.seconds, scheme));
+    const cpuUs = (scheme: Scheme, service: string) => Math.round(median(rounds[scheme].map((r) => r.cpuMsPerRequest[service])) * 1000);
+    const rows: BenchRow[] = [];
+    for (const scheme of schemes) {
+      const what = `${label[scheme]}, beside the other, median of ${SCHEME_ROUNDS}`;
+      rows.push(
+        { metric: `login sqlite ${what}: req/s`, value: Math.round(median(rounds[scheme].map((r) => r.requestsPerSecond))) },
+        { metric: `login sqlite ${what}: login CPU µs per login`, value: cpuUs(scheme, 'login') },
+        { metric: `login sqlite ${what}: directory CPU µs per login`, value: cpuUs(scheme, 'directory') },
+        { metric: `login sqlite ${what}: load generator CPU µs per login`, value: cpuUs(scheme, 'load generator') },
+      );
+    }
+    const [bearer, assertion] = [cpuUs('bearer', 'login'), cpuUs('assertion', 'login')];
+    rows.push(
+      {
+        metric: 'login CPU µs per login, Bearer vs ES256 assertions (alternating windows)',
+        value: bearer,
+        baseline: assertion,
+        ratio: round(bearer / assertion, 3),
+        target: `<= assertions' and <= ${BEARER_CPU_TARGET_US}`,
+        pass: bearer <= assertion && bearer <= BEARER_CPU_TARGET_US,
+      },
+      // schemeRound throws on any failure or reuse, so reaching here means none.
+      { metric: 'login sqlite Bearer and assertions: non-200 + errors, credentials presented twice', value: 0, target: '0', pass: true },
+    );
+    const rss = Math.max(...rounds.bearer.map((r) => r.peakRssMb.login));
+    rows.push({ metric: 'login peak RSS MB under Bearer load', value: round(rss, 1), target: `< ${RSS_TARGET_MB}`, pass: rss < RSS_TARGET_MB });
+    return { name: 'login-bearer', rows };
   } finally {
     await stack.close();
   }

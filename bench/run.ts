@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { buildServices, ROOT } from './build.js';
 import { benchGateway, type BenchResult, type BenchRow } from './gateway.js';
 import { benchGrowth } from './growth.js';
-import { benchLogin, benchLoginWorkers, measureBareKoa, type BareKoa } from './login.js';
+import { benchBearerBesideAssertions, benchLogin, benchLoginWorkers, measureBareKoa, type BareKoa } from './login.js';
 import { benchParse } from './parse.js';
 import { profileLogin } from './profile.js';
 import { benchStart, CACHE_FILL_USERS } from './start.js';
@@ -64,25 +64,6 @@ function skipped(name: string, reason: string): BenchResult {
   return { name, rows: [{ metric: `${name} skipped: ${reason}`, value: NaN }] };
 }
 
-/** Bearer (one RS256 check, e = 65537) must cost login no more CPU than an ES256 assertion, and at most this. */
-const BEARER_CPU_TARGET_US = 250;
-
-function bearerAgainstAssertions(bearerUs: number, assertionUs: number): BenchResult {
-  return {
-    name: 'login-bearer-vs-assertion',
-    rows: [
-      {
-        metric: 'login CPU µs per login, Bearer vs fresh ES256 assertions (SQLite)',
-        value: Math.round(bearerUs),
-        baseline: Math.round(assertionUs),
-        ratio: Math.round((bearerUs / assertionUs) * 1000) / 1000,
-        target: `<= assertions' and <= ${BEARER_CPU_TARGET_US}`,
-        pass: bearerUs <= assertionUs && bearerUs <= BEARER_CPU_TARGET_US,
-      },
-    ],
-  };
-}
-
 async function runSection(section: Section, o: Options, state: { koa?: BareKoa; maxLoginRate?: number }): Promise<BenchResult[]> {
   const koa = async () => (state.koa ??= await measureBareKoa(o.seconds));
   switch (section) {
@@ -92,8 +73,8 @@ async function runSection(section: Section, o: Options, state: { koa?: BareKoa; 
         const r = await benchLogin({ label: 'sqlite', storeUrl: `sqlite:${path.join(dir, 'store.db')}`, seconds: o.seconds, users: USERS, koa: await koa() });
         state.maxLoginRate = r.max.requestsPerSecond;
         const rs = await benchLogin({ label: 'sqlite', alg: 'RS256', latency: false, storeUrl: `sqlite:${path.join(dir, 'store-rs.db')}`, seconds: o.seconds, users: USERS, koa: await koa() });
-        const bearer = await benchLogin({ label: 'sqlite', scheme: 'bearer', latency: false, storeUrl: `sqlite:${path.join(dir, 'store-bearer.db')}`, seconds: o.seconds, users: USERS, koa: await koa() });
-        return [r.result, rs.result, bearer.result, bearerAgainstAssertions(bearer.loginCpuUs, r.loginCpuUs)];
+        const bearer = await benchBearerBesideAssertions({ storeUrl: `sqlite:${path.join(dir, 'store-bearer.db')}`, seconds: o.seconds, users: USERS });
+        return [r.result, rs.result, bearer];
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
