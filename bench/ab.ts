@@ -22,9 +22,9 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { BUILD_DIR, buildServices, ROOT } from './build.js';
 import { measureGateways } from './gateway.js';
-import { median, schemeRound as round, startLoginStack, type LoginStack, type Scheme, type SchemeRound } from './login.js';
+import { schemeRound as round, startLoginStack, type LoginStack, type Scheme, type SchemeRound } from './login.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
-import { runLoad } from './proc.js';
+import { median, runLoad } from './proc.js';
 
 export type Store = 'sqlite' | 'mongodb';
 export type AbRound = SchemeRound;

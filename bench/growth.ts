@@ -16,12 +16,11 @@ import { SqliteNodeStore } from '../services/nodeassign/store-sqlite.js';
 import { APP, NODE_URL } from './fixtures.js';
 import type { BenchResult, BenchRow } from './gateway.js';
 import { RSS_TARGET_MB, startLoginStack, type LoginStack } from './login.js';
-import { BENCH_AUTH, runLoad, startNodeAssign, type Service } from './proc.js';
+import { BENCH_AUTH, median, runLoad, startNodeAssign, type Service } from './proc.js';
 
 const GROWTH_TOLERANCE = 0.2;
 const ROUNDS = 3;
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const round = (n: number, digits = 3) => Math.round(n * 10 ** digits) / 10 ** digits;
 
 function withinTolerance(small: number, large: number): boolean {

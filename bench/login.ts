@@ -11,7 +11,7 @@ import type { Env } from '../lib/config.js';
 import type { BenchResult, BenchRow } from './gateway.js';
 import { addNodes, bearerFixture, loginFixture, NODE_URL, type UserKeyAlg } from './fixtures.js';
 import type { LoadResult } from './load.js';
-import { runLoad, startBareKoa, startDirectory, startLoginService, startNodeAssign, stopAll, type Service } from './proc.js';
+import { median, runLoad, startBareKoa, startDirectory, startLoginService, startNodeAssign, stopAll, type Service } from './proc.js';
 
 export const CONNECTIONS = 32;
 const THROUGHPUT_RATIO_TARGET = 0.2;
@@ -242,8 +242,6 @@ export async function schemeRound(stack: LoginStack & { lastRate?: Partial<Recor
     peakRssMb: Object.fromEntries(services.map((s) => [s.name, s.peakRssMb()])),
   };
 }
-
-export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Bearer (one RS256 check, e = 65537) must cost login no more CPU than an ES256 assertion, and at most this. */
 const BEARER_CPU_TARGET_US = 250;

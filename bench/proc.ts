@@ -30,6 +30,9 @@ export interface Service {
   stop(): Promise<void>;
 }
 
+/** The median of a list (the upper one of the middle two for an even count). */
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
 /** Peak RSS of a process as the kernel tracks it (VmHWM), bytes; 0 where /proc is missing. */
 export function vmHwm(pid: number): number {
   try {

@@ -16,7 +16,7 @@ import { DirectoryClient, DirectoryService, LoginBatchItem, LoginBatchReply, typ
 import { call, grpcClient, startServer } from '../lib/grpc.js';
 import { LoginMetrics } from '../lib/metrics.js';
 import { connectBackends } from '../services/login/backends.js';
-import { BENCH_AUTH, cpuSeconds } from './proc.js';
+import { BENCH_AUTH, cpuSeconds, median } from './proc.js';
 
 const USER: User = {
   service: 'sync',
@@ -148,7 +148,6 @@ export async function benchRpc(logins: number): Promise<Array<Record<string, str
         }
       }
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[1];
     for (const [key, rs] of Object.entries(byOption)) {
       const [name, concurrency] = key.split('|');
       rows.push({

@@ -1,8 +1,8 @@
 // `npm run bench`: every benchmark, each figure next to its baseline measured
 // in the same run, printed as a table and saved as JSON.
 //
-//   npm run bench                        full run (~5 min on 2 cores) → bench/results/latest.json
-//   npm run bench -- --quick             shorter windows, 100k instead of 1M users (~1 min)
+//   npm run bench                        full run (~8 min on 2 cores) → bench/results/latest.json
+//   npm run bench -- --quick             shorter windows, 100k instead of 1M users (~4.5 min)
 //   npm run bench -- --only login,gateway
 //                                        sections: login, login-workers, login-mongo, start, gateway, growth, parse, profile, long
 //   npm run bench -- --long              adds the long reliability runs: fuzzing with
