@@ -48,6 +48,8 @@ const project =
         path.join(ROOT, 'tests/containers/compose.scale.test.yml'),
       ]);
 let stackStarted = false;
+/** A check failed: the services' error lines are printed before the stack goes (CI keeps only this output). */
+let anyFailed = false;
 let lbLogin = '';
 let lbGateway = '';
 let stack: ReplicaStack;
@@ -57,7 +59,12 @@ const check = (name: string, fn: (t: TestContext) => Promise<void>, first = fals
   test(name, async (t) => {
     if (skipReason) return t.skip(skipReason);
     if (!first && !stackStarted) return assert.fail('the stack did not come up (first check)');
-    await fn(t);
+    try {
+      await fn(t);
+    } catch (err) {
+      anyFailed = true;
+      throw err;
+    }
   });
 
 /** Runs the health probe of a service's own compose file inside its container until it passes. */
@@ -165,6 +172,12 @@ before(async () => {
 });
 
 after(async () => {
+  if (!skipReason && anyFailed) {
+    const logs = await project!.compose(['logs', '--no-color']);
+    const errors = logs.stdout.split('\n').filter((l) => /"level":(50|60)/.test(l));
+    console.log(`# services' error lines (${errors.length}):`);
+    for (const l of errors.slice(0, 60)) console.log(`# ${l}`);
+  }
   if (!skipReason && process.env.KEEP_STACK !== '1') {
     await project!.docker(['rm', '-f', CLI_CONTAINER]);
     await project!.compose(['down', '-v', '--remove-orphans'], 180_000);

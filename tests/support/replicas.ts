@@ -364,7 +364,7 @@ export const KILL_ONE_AT_A_TIME: KillRound[] = EVERY_SERVICE.flatMap((service) =
  * requests, each spread over the replicas) while replicas die by SIGKILL,
  * round by round (`rounds`: every service's first replica together, then the
  * second). Asserted: no failure before the first kill; per round, failures (no
- * answer, or 503) at most the requests under way; no other answer than 200
+ * answer, or 503) at most the requests under way at each of its deaths; no other answer than 200
  * and those; while the replicas were dead, the others served every kind of
  * request; a revived replica carries the load when the other one dies; every
  * user that got a uid gets it again; no node counts fewer users than its
@@ -427,7 +427,7 @@ export function killsLoseOnlyWhatWasInFlight(rounds: KillRound[] = KILL_TOGETHER
     // Awaited below; a worker that throws meanwhile is not an unhandled rejection.
     for (const w of workers) w.catch(() => undefined);
 
-    const kills: Array<{ what: string; killedAt: number; deadFrom: number; revivedAt: number }> = [];
+    const kills: Array<{ what: string; processes: number; killedAt: number; deadFrom: number; revivedAt: number }> = [];
     const httpKind = (service: ReplicatedService) => (service === 'login' || service === 'gateway' ? service : undefined);
     const markDead = (round: KillRound, isDead: boolean) => {
       for (const { service, index } of round) {
@@ -445,7 +445,7 @@ export function killsLoseOnlyWhatWasInFlight(rounds: KillRound[] = KILL_TOGETHER
         const deadFrom = Date.now();
         await sleep(DEAD_MS);
         await Promise.all(round.map(({ service, index }) => s.revive(service, index)));
-        kills.push({ what: round.map(({ service, index }) => `${service} ${index}`).join(', '), killedAt, deadFrom, revivedAt: Date.now() });
+        kills.push({ what: round.map(({ service, index }) => `${service} ${index}`).join(', '), processes: round.length, killedAt, deadFrom, revivedAt: Date.now() });
         markDead(round, false);
         if (round.some(({ service }) => !httpKind(service))) await sleep(GRPC_RETURN_MS);
       }
@@ -465,7 +465,10 @@ export function killsLoseOnlyWhatWasInFlight(rounds: KillRound[] = KILL_TOGETHER
       const lost = done.filter((a) => failed(a) && a.endedAt >= kill.killedAt && a.endedAt < end);
       const what = `${kill.what} killed`;
       note(t, `${what}: ${lost.length} failed (${lost.map((a) => `${a.op} ${a.status || a.error}`).join('; ')})`);
-      assert.ok(lost.length <= KILL_CONCURRENCY, `${what}: ${lost.length} requests failed, more than the ${KILL_CONCURRENCY} under way`);
+      // The processes of a round die moments apart: a request that failed at one death is followed by
+      // its worker's next, which can be under way at the next death (seen: 7 failures for 6 workers).
+      const underWay = KILL_CONCURRENCY * kill.processes;
+      assert.ok(lost.length <= underWay, `${what}: ${lost.length} requests failed, more than the ${underWay} under way at its ${kill.processes} deaths`);
       // While it was dead, the others served every kind of request.
       for (const op of OPS) {
         assert.ok(
