@@ -5,6 +5,7 @@ import { MongoClient, MongoNetworkError, MongoServerError, MongoTopologyClosedEr
 import { ConfigError, ServiceUnavailable } from './errors.js';
 import { clientOptions, DEFAULT_DATABASE, isDuplicateKey, isUnavailable, mongoCall, openMongo, parseMongoUrl } from './mongo.js';
 import { MongoUserStore } from '../services/directory/store-mongo.js';
+import { envMongo } from '../tests/support/mongo.js';
 
 test('parseMongoUrl: the database comes from the path, default tokenserver; options stay with the server', () => {
   assert.deepEqual(parseMongoUrl('mongodb://db:27017/users'), { server: 'mongodb://db:27017/', database: 'users' });
@@ -100,4 +101,23 @@ test('opening a store on a database that does not answer fails with ServiceUnava
   await assert.rejects(MongoUserStore.open(url), ServiceUnavailable);
   // The failed client is not cached: a second open tries again (and fails the same way).
   await assert.rejects(openMongo(url), ServiceUnavailable);
+});
+
+// Seen under a burst of logins after replicas restarted: the directory's pool had no free connection within
+// waitQueueTimeoutMS, and the driver's error (named MongoWaitQueueTimeoutError, not the class's own name) was
+// answered as a 500 instead of 503 + Retry-After.
+test('mongoCall: no free connection in the pool within waitQueueTimeoutMS → ServiceUnavailable (a real server, a pool of one)', async (t) => {
+  const mongo = envMongo();
+  if (!mongo.url) return t.skip(mongo.skipReason);
+  const client = new MongoClient(mongo.url, { maxPoolSize: 1, waitQueueTimeoutMS: 1, serverSelectionTimeoutMS: 5000 });
+  try {
+    const db = client.db('admin');
+    const outcomes = await Promise.allSettled(Array.from({ length: 200 }, () => mongoCall(() => db.command({ ping: 1 }))));
+    const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as Error] : []));
+    assert.ok(refused.length > 0, 'some pings waited longer than 1 ms for the one connection');
+    for (const err of refused) assert.ok(err instanceof ServiceUnavailable, `${err.name}: ${err.message}`);
+  } finally {
+    await client.close();
+    await mongo.stop();
+  }
 });

@@ -112,7 +112,9 @@ export function isUnavailable(err: unknown): boolean {
     err instanceof MongoServerSelectionError ||
     err instanceof MongoTopologyClosedError ||
     err instanceof MongoNotConnectedError ||
-    err.name === 'WaitQueueTimeoutError' ||
+    // No connection free in the pool within waitQueueTimeoutMS: the database is saturated, try again. The
+    // driver does not export the class; its name is 'MongoWaitQueueTimeoutError' (lib/cmap/errors.js).
+    err.name === 'MongoWaitQueueTimeoutError' ||
     err.name === 'MongoOperationTimeoutError'
   );
 }

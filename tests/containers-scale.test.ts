@@ -174,7 +174,8 @@ before(async () => {
 after(async () => {
   if (!skipReason && anyFailed) {
     const logs = await project!.compose(['logs', '--no-color']);
-    const errors = logs.stdout.split('\n').filter((l) => /"level":(50|60)/.test(l));
+    // Errors, and the warnings of a 5xx a backend answered (login logs those as "request failed").
+    const errors = logs.stdout.split('\n').filter((l) => /"level":(50|60)|"class":"InternalError"/.test(l));
     console.log(`# services' error lines (${errors.length}):`);
     for (const l of errors.slice(0, 60)) console.log(`# ${l}`);
   }

@@ -27,7 +27,7 @@ import { buildParts } from '../scripts/stack-part.js';
 import { isUserDelete, startDemoApp } from '../services/demo-app/server.js';
 import { jsonOrUndefined } from '../services/login/testkit.js';
 import { runCli } from '../cli/run.js';
-import { startServiceProcess, trustedIssuersFile, type ServiceName, type ServiceProcess, type ServiceProgram } from './support/login-process.js';
+import { startServiceProcess, trustedIssuersFile, type LogLine, type ServiceName, type ServiceProcess, type ServiceProgram } from './support/login-process.js';
 import { envMongo, freshDatabase } from './support/mongo.js';
 import { signingKey, writeJwks } from './support/oauth.js';
 import { redisSkipReason, startRedis } from './support/redis.js';
@@ -161,9 +161,9 @@ async function startHarness(storeUrl: string, otherStoreUrl: string): Promise<Ha
     const running = new Map<string, ServiceProcess>();
     closers.push(() => Promise.all([...running.values()].map((p) => p.stop())));
     closers.push(async () => {
-      // Error lines always (a 5xx in a property is then explained in CI's output); warnings on request.
-      const least = process.env.REPLICAS_LOGS ? 40 : 50;
-      for (const [name, p] of running) for (const line of p.lines) if (line.level >= least) console.log(`${name} ${JSON.stringify(line)}`);
+      // Errors and 500s always (a 5xx in a property is then explained in CI's output); warnings on request.
+      const shown = (line: LogLine) => line.level >= (process.env.REPLICAS_LOGS ? 40 : 50) || line.class === 'InternalError';
+      for (const [name, p] of running) for (const line of p.lines) if (shown(line)) console.log(`${name} ${JSON.stringify(line)}`);
     });
     const startOne = async (service: ReplicatedService, index: number): Promise<void> => {
       running.set(`${service}/${index}`, await startServiceProcess(ENTRY[service], envs[service][index], program));
