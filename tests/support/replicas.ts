@@ -486,15 +486,18 @@ export function killsLoseOnlyWhatWasInFlight(rounds: KillRound[] = KILL_TOGETHER
     // Everything acknowledged is kept: each user's next login gives its uid. Every user at once: the
     // directory's database connections can run short under that burst, which is a 503 + Retry-After
     // (asserted; it was a 500 once), and the client tries again after it, as a client does.
+    let triedAgain = 0;
     const relogin = async ([email, k]: [string, Known], i: number): Promise<Answer> => {
       for (let attempt = 1; ; attempt++) {
         const a = await tokenRequest(s, i % s.logins.length, email, { authorization: k.authorization });
         if (a.status !== 503 || attempt === RELOGIN_ATTEMPTS) return a;
         assertRetryLater(a);
+        triedAgain++;
         await sleep(Number(a.res!.headers['retry-after']) * 1000);
       }
     };
     const again = await Promise.all(entries().map(relogin));
+    note(t, `re-logins of every user at once: ${triedAgain} answered 503 and were tried again`);
     const changed = entries().flatMap(([email, k], i) => (again[i].status === 200 && token(again[i]).uid === k.uid ? [] : [`${email}: ${k.uid} → ${describeAnswer(again[i])}`]));
     assert.deepEqual(changed, [], 'every user that got a uid gets the same one');
 
