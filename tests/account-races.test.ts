@@ -19,7 +19,7 @@ import type { RunningLogin } from '../services/login/server.js';
 import { System } from './login.suite.js';
 import { envMongo, freshDatabase } from './support/mongo.js';
 import { accessToken, keyIdHeader, signingKey, signJwt, writeJwks, type SigningKey } from './support/oauth.js';
-import { TEST_AUTH } from './support/services.js';
+import { serveTcp, TEST_AUTH } from './support/services.js';
 
 const ISSUER = 'https://accounts.test.example';
 const WEBHOOK_AUDIENCE = 'https://token.test.example/webhook';
@@ -32,11 +32,11 @@ const rpcOpts = { deadlineMs: 5000, retryAfter: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A TCP relay to `port` that delays what the client sends by `delayMs` (order kept); replies pass at once. */
-async function delayingRelay(port: number, delayMs: number): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
+function delayingRelay(port: number, delayMs: number): Promise<{ port: number; close(): Promise<void> }> {
+  return serveTcp((client, track) => {
     const upstream = net.connect(port, '127.0.0.1');
-    sockets.add(client).add(upstream);
+    track(client);
+    track(upstream);
     client.on('data', (chunk) => setTimeout(() => upstream.write(chunk), delayMs));
     upstream.on('data', (chunk) => client.write(chunk));
     const end = () => {
@@ -46,15 +46,6 @@ async function delayingRelay(port: number, delayMs: number): Promise<{ port: num
     client.on('close', end).on('error', end);
     upstream.on('close', end).on('error', end);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 function raceSuite(name: string, storeUrl: () => string | null, skipReason: () => string): void {

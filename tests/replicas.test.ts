@@ -32,7 +32,7 @@ import { envMongo, freshDatabase } from './support/mongo.js';
 import { signingKey, writeJwks } from './support/oauth.js';
 import { redisSkipReason, startRedis } from './support/redis.js';
 import { eventSigner, PROPERTIES, type CliResult, type ReplicaStack, type ReplicatedService } from './support/replicas.js';
-import { freePort, newSecret, TEST_AUTH } from './support/services.js';
+import { freePort, newSecret, serveTcp, TEST_AUTH } from './support/services.js';
 
 const APP = 'sync';
 const VERSION = '1.5';
@@ -49,18 +49,15 @@ if (skip) console.log(`# skipped: the replica properties: ${skip}`);
 if (BREAK.size > 0) console.log(`# REPLICAS_BREAK=${[...BREAK].join(',')}: a deliberately broken deployment; properties are expected to fail`);
 
 /** A TCP relay on a port of its own that hands each connection to the next of `ports` that accepts it (a load balancer's part). */
-async function roundRobinRelay(ports: number[]): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
+function roundRobinRelay(ports: number[]): Promise<{ port: number; close(): Promise<void> }> {
   let next = 0;
-  const server = net.createServer((client) => {
-    sockets.add(client);
+  return serveTcp((client, track) => {
+    track(client);
     client.pause();
     client.on('error', () => client.destroy());
-    client.on('close', () => sockets.delete(client));
     const attempt = (left: number): void => {
       const upstream = net.connect(ports[next++ % ports.length], '127.0.0.1');
-      sockets.add(upstream);
-      upstream.on('close', () => sockets.delete(upstream));
+      track(upstream);
       upstream.once('connect', () => {
         upstream.on('error', () => client.destroy());
         upstream.on('close', () => client.destroy());
@@ -77,15 +74,6 @@ async function roundRobinRelay(ports: number[]): Promise<{ port: number; close()
     };
     attempt(ports.length);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 interface Harness {

@@ -29,6 +29,31 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * A TCP server on a loopback port of its own (the relays tests put between a client and a
+ * service): each connection goes to `onConnection`, and close() destroys every socket given to
+ * `track` that is still open, then stops listening.
+ */
+export async function serveTcp(
+  onConnection: (client: net.Socket, track: (socket: net.Socket) => void) => void,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const track = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  };
+  const server = net.createServer((client) => onConnection(client, track));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /** The internal gRPC secret of this test process: servers require it, clients send it. */
 export const TEST_AUTH: GrpcAuth = { internalSecret: newSecret() };
 
