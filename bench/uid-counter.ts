@@ -9,6 +9,7 @@
 // reasons from it to a replica set with majority writes.
 import { randomBytes } from 'node:crypto';
 import { MongoClient } from 'mongodb';
+import { parseMongoUrl } from '../lib/mongo.js';
 import { MongoUserStore } from '../services/directory/store-mongo.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
 
@@ -39,7 +40,7 @@ async function main(): Promise<void> {
   const store = await MongoUserStore.open(url);
   const client = await new MongoClient(server.url).connect();
   try {
-    const db = client.db(new URL(url).pathname.slice(1));
+    const db = client.db(parseMongoUrl(url).database);
     // Warm both paths (JIT, connection pool) before the measured rows.
     for (let i = 0; i < 500; i++) await store.nextUid();
     for (let i = 0; i < 500; i++) await db.command({ ping: 1 });
