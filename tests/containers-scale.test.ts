@@ -7,7 +7,7 @@
 // this stack has: the load balancer and DNS-named replicas. `npm run test:containers` runs
 // this file after tests/containers.test.ts; without an engine every check is skipped with
 // the reason. KEEP_STACK=1 leaves the stack up.
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -16,7 +16,7 @@ import path from 'node:path';
 import { hawkHeader } from '../lib/hawk.js';
 import { loadOrCreateDevIdp, type DevIdp } from '../lib/idp.js';
 import { jsonOrUndefined } from '../services/login/testkit.js';
-import { buildImages, ComposeProject, findEngine, freePort, ROOT, type Run } from './support/compose.js';
+import { buildImages, ComposeProject, composeChecks, findEngine, freePort, ROOT, type Run } from './support/compose.js';
 import { signingKey, type SigningKey } from './support/oauth.js';
 import { eventSigner, PROPERTIES, type CliResult, type ReplicaStack, type ReplicatedService } from './support/replicas.js';
 
@@ -48,24 +48,12 @@ const project =
         path.join(ROOT, 'tests/containers/compose.scale.test.yml'),
       ]);
 let stackStarted = false;
-/** A check failed: the services' error lines are printed before the stack goes (CI keeps only this output). */
-let anyFailed = false;
 let lbLogin = '';
 let lbGateway = '';
 let stack: ReplicaStack;
 let idp: DevIdp;
 
-const check = (name: string, fn: (t: TestContext) => Promise<void>, first = false) =>
-  test(name, async (t) => {
-    if (skipReason) return t.skip(skipReason);
-    if (!first && !stackStarted) return assert.fail('the stack did not come up (first check)');
-    try {
-      await fn(t);
-    } catch (err) {
-      anyFailed = true;
-      throw err;
-    }
-  });
+const { check, anyFailed } = composeChecks(skipReason, () => stackStarted);
 
 /** Runs the health probe of a service's own compose file inside its container until it passes. */
 async function answersAgain(service: string, withinMs = 60_000): Promise<void> {
@@ -172,13 +160,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (!skipReason && anyFailed) {
-    const logs = await project!.compose(['logs', '--no-color']);
-    // Errors, and the warnings of a 5xx a backend answered (login logs those as "request failed").
-    const errors = logs.stdout.split('\n').filter((l) => /"level":(50|60)|"class":"InternalError"/.test(l));
-    console.log(`# services' error lines (${errors.length}):`);
-    for (const l of errors.slice(0, 60)) console.log(`# ${l}`);
-  }
+  if (!skipReason && anyFailed()) await project!.printErrorLines();
   if (!skipReason && process.env.KEEP_STACK !== '1') {
     await project!.docker(['rm', '-f', CLI_CONTAINER]);
     await project!.compose(['down', '-v', '--remove-orphans'], 180_000);

@@ -6,13 +6,13 @@
 // The engine is the one `scripts/engine.sh env` finds (DOCKER_HOST); without one every check
 // is skipped with the reason. Images come from scripts/images.sh (cached; a rebuild after a
 // source change takes the build's last layers only). KEEP_STACK=1 leaves the stack up.
-import { after, before, test, type TestContext } from 'node:test';
+import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { hawkFetch, TokenClient } from '../sdk/index.js';
-import { buildImages, ComposeProject, findEngine, freePort, ROOT, type ContainerState, type Run } from './support/compose.js';
+import { buildImages, ComposeProject, composeChecks, findEngine, freePort, ROOT, type ContainerState, type Run } from './support/compose.js';
 
 const OVERRIDE = path.join(ROOT, 'tests/containers/compose.test.yml');
 const LONG_RUNNING = ['mongo', 'directory', 'nodeassign', 'login', 'demo-app', 'node-gateway'];
@@ -60,14 +60,7 @@ async function connectFrom(service: string, host: string, port: number): Promise
   return compose(['exec', '-T', service, 'node', '-e', script]);
 }
 
-const check = (name: string, fn: (t: TestContext) => Promise<void>) =>
-  test(name, async (t) => {
-    if (skipReason) return t.skip(skipReason);
-    if (name !== 'docker compose up: every service healthy, one-shots completed, depends_on order held' && !stackStarted) {
-      return assert.fail('the stack did not come up (first check)');
-    }
-    await fn(t);
-  });
+const { check, anyFailed } = composeChecks(skipReason, () => stackStarted);
 
 before(async () => {
   if (skipReason) {
@@ -89,6 +82,7 @@ before(async () => {
 });
 
 after(async () => {
+  if (!skipReason && anyFailed()) await project!.printErrorLines();
   if (!skipReason && process.env.KEEP_STACK !== '1') await compose(['down', '-v', '--remove-orphans'], 120_000);
   rmSync(projectDir, { recursive: true, force: true });
 });
@@ -111,7 +105,7 @@ check('docker compose up: every service healthy, one-shots completed, depends_on
   }
   assert.ok(t('login', 'StartedAt') >= t('setup', 'FinishedAt'), 'login started after setup completed');
   assert.ok(t('node-gateway', 'StartedAt') > t('demo-app', 'StartedAt'), 'node-gateway started after demo-app');
-});
+}, true);
 
 check('secrets: generated once, mode 0600, uid 1000, long enough; each in the volume of the services that need it only', async () => {
   const out = await mustCompose([

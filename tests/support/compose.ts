@@ -2,6 +2,7 @@
 // container tests (tests/containers.test.ts, tests/containers-scale.test.ts): the engine's
 // environment or why there is none, the compose tool, free host ports, and a project whose
 // services can be started, inspected and waited on. Images come from scripts/images.sh.
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
@@ -71,6 +72,28 @@ export async function freePort(skip: Set<number>): Promise<number> {
   throw new Error(`no free host port in ${HOST_PORTS.first}-${HOST_PORTS.last}`);
 }
 
+/**
+ * The container checks of one file: each skipped with the reason when no engine answers, and
+ * failed at once when the stack did not come up (every check but the `first`, which brings it up).
+ * A check that fails is remembered (`anyFailed`), so that the file's after() can print the
+ * services' error lines (ComposeProject.errorLines) before the stack goes: CI keeps only the output.
+ */
+export function composeChecks(skipReason: string, stackStarted: () => boolean) {
+  let anyFailed = false;
+  const check = (name: string, fn: (t: TestContext) => Promise<void>, first = false) =>
+    test(name, async (t) => {
+      if (skipReason) return t.skip(skipReason);
+      if (!first && !stackStarted()) return assert.fail('the stack did not come up (first check)');
+      try {
+        await fn(t);
+      } catch (err) {
+        anyFailed = true;
+        throw err;
+      }
+    });
+  return { check, anyFailed: () => anyFailed };
+}
+
 export interface ContainerState {
   Status: string;
   ExitCode: number;
@@ -131,6 +154,19 @@ export class ComposeProject {
     }
     const logs = await this.compose(['logs', '--no-color', '--tail', '30']);
     assert.fail(`not healthy within ${withinMs / 1000} s: ${JSON.stringify(last)}\n${logs.stdout}`);
+  }
+
+  /** The services' error lines, and the warnings of a 5xx a backend answered (login logs those as "request failed"). */
+  async errorLines(): Promise<string[]> {
+    const logs = await this.compose(['logs', '--no-color']);
+    return logs.stdout.split('\n').filter((l) => /"level":(50|60)|"class":"InternalError"/.test(l));
+  }
+
+  /** Prints errorLines (at most 60), for a file whose checks failed. */
+  async printErrorLines(): Promise<void> {
+    const errors = await this.errorLines();
+    console.log(`# services' error lines (${errors.length}):`);
+    for (const l of errors.slice(0, 60)) console.log(`# ${l}`);
   }
 
   /** The host address a service's container port is published on (127.0.0.1:port). */
