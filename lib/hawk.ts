@@ -9,11 +9,11 @@ import { BadRequest, Unauthorized } from './errors.js';
 export const MAX_HEADER_LENGTH = 4096;
 
 const ATTRIBUTE_NAMES = ['id', 'ts', 'nonce', 'hash', 'ext', 'mac', 'app', 'dlg'] as const;
-type AttributeName = (typeof ATTRIBUTE_NAMES)[number];
 /** Each name's slot while parsing: a Map, so that a client's "__proto__" is merely unknown. */
 const ATTRIBUTE_SLOT = new Map<string, number>(ATTRIBUTE_NAMES.map((name, slot) => [name, slot]));
 const [ID, TS, NONCE, HASH, EXT, MAC, APP, DLG] = ATTRIBUTE_NAMES.map((name) => ATTRIBUTE_SLOT.get(name)!);
-const REQUIRED: readonly AttributeName[] = ['id', 'ts', 'nonce', 'mac'];
+/** The attributes every header must carry, with their slots. */
+const REQUIRED = (['id', 'ts', 'nonce', 'mac'] as const).map((name) => [name, ATTRIBUTE_SLOT.get(name)!] as const);
 
 /** The protocol's attribute value alphabet: printable ASCII without `"` and `\`. */
 const VALUE_CHARS = /^[ !#-[\]-~]*$/;
@@ -94,8 +94,8 @@ export function parseHawkHeader(header: string | undefined): HawkAttributes {
     found[slot] = value;
     pos = PAIR.lastIndex;
   }
-  for (const name of REQUIRED) {
-    if (found[ATTRIBUTE_SLOT.get(name)!] === undefined) throw malformed(`missing Hawk attribute "${name}"`);
+  for (const [name, slot] of REQUIRED) {
+    if (found[slot] === undefined) throw malformed(`missing Hawk attribute "${name}"`);
   }
   const attrs: HawkAttributes = { id: found[ID]!, ts: found[TS]!, nonce: found[NONCE]!, mac: found[MAC]! };
   if (!DIGITS.test(attrs.ts)) throw malformed('Hawk attribute "ts" must be whole seconds (digits only)');
