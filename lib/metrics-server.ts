@@ -1,8 +1,7 @@
-// /metrics on a listener of its own (LOGIN_METRICS_PORT, GATEWAY_METRICS_PORT, DIRECTORY_METRICS_PORT,
-// NODEASSIGN_METRICS_PORT;
-// off unless set, loopback unless METRICS_HOST says otherwise), never on a
-// service's public port: the page tells whoever reads it about traffic, load
-// and failures.
+// /metrics on a listener of its own (LOGIN_METRICS_PORT, GATEWAY_METRICS_PORT,
+// DIRECTORY_METRICS_PORT, NODEASSIGN_METRICS_PORT; off unless set, loopback
+// unless METRICS_HOST says otherwise), never on a service's public port: the
+// page tells whoever reads it about traffic, load and failures.
 import http from 'node:http';
 import type { MetricsListener } from './config.js';
 import { listen } from './listen.js';
