@@ -124,8 +124,12 @@ describe('rotation and withdrawal without a restart', () => {
     const login = await loginWith(p, { OAUTH_JWKS_MIN_INTERVAL: '1', OAUTH_JWKS_REFRESH: '3600' });
     assert.equal((await bearer(login, p.issuer, k2)).status, 401, 'k2 is not published yet');
     p.setKeys([k1, k2]);
-    // Within a second of the last fetch the unknown kid waits for the next allowed one; then it verifies.
-    await eventually('k2 verifies once published', async () => (await bearer(login, p.issuer, k2)).status === 200);
+    // Past the interval since that fetch, every request with the new kid waits on one shared fetch and verifies.
+    await new Promise((r) => setTimeout(r, 1200));
+    const fetched = p.fetchCount();
+    const rotated = await Promise.all(Array.from({ length: 10 }, () => bearer(login, p.issuer, k2)));
+    assert.deepEqual(rotated.map((r) => r.status), Array(10).fill(200));
+    assert.equal(p.fetchCount(), fetched + 1, 'one fetch for all of them');
     assert.equal((await bearer(login, p.issuer, k1)).status, 200, 'k1 still published');
     p.setKeys([k2]);
     // k1's kid is known, so nothing fetches until a refresh does: an unknown kid asks for one.
@@ -323,6 +327,51 @@ describe('bad input from the provider (login as its own process: the log says wh
     assert.match(skipped.reason, /kty oct/);
     assert.equal((await bearer(login, p.issuer, k1)).status, 200);
     assert.equal((await httpRequest(`${login.url}/__heartbeat__`)).status, 200);
+  });
+});
+
+describe('LOGIN_WORKERS=2: each worker keeps its own set', () => {
+  test('one fetch per worker at start, one per worker at most for a flood of unknown kids; /metrics adds them up', async () => {
+    const p = await provider([k1]);
+    const interval = 3;
+    const login = await startLoginProcess({
+      APPLICATIONS: 'sync/1.5',
+      MASTER_SECRETS: MASTER_SECRETS.join(','),
+      INTERNAL_SECRET: TEST_AUTH.internalSecret,
+      DIRECTORY_ADDR: `127.0.0.1:${sys.directoryPort}`,
+      NODEASSIGN_ADDR: `127.0.0.1:${sys.nodeAssignPort}`,
+      LOGIN_WORKERS: '2',
+      LOGIN_METRICS_PORT: '0',
+      OAUTH_ISSUER: p.issuer,
+      METRICS_HASH_SECRET: METRICS_SECRET,
+      OAUTH_JWKS_CACHE: cacheFile(),
+      OAUTH_JWKS_MIN_INTERVAL: String(interval),
+    });
+    try {
+      assert.equal(p.fetchCount(), 2, 'each worker fetched once at start');
+      assert.equal(p.discoveryCount(), 2);
+      let page = (await httpRequest(login.metricsUrl!)).text;
+      assert.equal(metricValue(page, 'login_jwks_fetches_total', { set: 'oauth', outcome: 'ok' }), 2);
+      assert.match(page, /login_jwks_age_seconds\{[^}]*set="oauth"/);
+      const stranger = await signingKey('RS256', mozillaKid());
+      await new Promise((r) => setTimeout(r, interval * 1000 + 200));
+      const started = Date.now();
+      // A connection each, so the primary deals them to both workers.
+      const flood = await Promise.all(
+        Array.from({ length: 40 }, async (_, i) => {
+          const headers = await bearerHeaders(stranger, p.issuer, newSub(), { header: { kid: `unknown-${i}` }, headers: { Connection: 'close' } });
+          return httpRequest(`${login.url}/1.0/sync/1.5`, { headers });
+        }),
+      );
+      assert.ok(flood.every((r) => r.status === 401));
+      const allowed = 2 * (1 + Math.floor((Date.now() - started) / (interval * 1000)));
+      assert.ok(p.fetchCount() - 2 >= 1 && p.fetchCount() - 2 <= allowed, `${p.fetchCount() - 2} fetches for the flood, at most ${allowed}`);
+      assert.equal((await bearer(login, p.issuer, k1)).status, 200);
+      page = (await httpRequest(login.metricsUrl!)).text;
+      assert.equal(metricValue(page, 'login_jwks_fetches_total', { set: 'oauth', outcome: 'ok' }), p.fetchCount());
+    } finally {
+      await login.stop();
+    }
   });
 });
 
