@@ -18,6 +18,7 @@ import { bearerHeaders, mozillaKid, signingKey, type SigningKey } from './suppor
 import { startOAuthProvider, type OAuthProvider, type ProviderFailure } from './support/oauth-provider.js';
 import { metricValue } from './support/prometheus.js';
 import { TEST_AUTH } from './support/services.js';
+import { startTestStack } from './support/stack.js';
 
 const METRICS_SECRET = 'metrics-hash-secret-for-provider-tests';
 const dir = mkdtempSync(path.join(tmpdir(), 'provider-keys-'));
@@ -371,6 +372,35 @@ describe('LOGIN_WORKERS=2: each worker keeps its own set', () => {
       assert.equal(metricValue(page, 'login_jwks_fetches_total', { set: 'oauth', outcome: 'ok' }), p.fetchCount());
     } finally {
       await login.stop();
+    }
+  });
+});
+
+describe('npm start: the copy under DATA_DIR', () => {
+  test('the stack keeps the set at $DATA_DIR/oauth-jwks.json and logs in from it after a restart while the provider is down', async () => {
+    const p = await provider([k1]);
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'provider-keys-stack-'));
+    const env = { DATA_DIR: dataDir, OAUTH_ISSUER: p.issuer, METRICS_HASH_SECRET: METRICS_SECRET };
+    try {
+      let stack = await startTestStack(env);
+      const login = { url: stack.loginUrl } as LoginProcess;
+      try {
+        assert.equal((await bearer(login, p.issuer, k1)).status, 200);
+      } finally {
+        await stack.close();
+      }
+      const copy = path.join(dataDir, 'oauth-jwks.json');
+      assert.equal(statSync(copy).mode & 0o777, 0o600);
+      assert.equal(JSON.parse(readFileSync(copy, 'utf8')).source, p.issuer);
+      p.fail('down');
+      stack = await startTestStack(env);
+      try {
+        assert.equal((await bearer({ url: stack.loginUrl } as LoginProcess, p.issuer, k1)).status, 200, 'verified with the copy');
+      } finally {
+        await stack.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });
