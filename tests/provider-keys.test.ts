@@ -16,6 +16,7 @@ import { MASTER_SECRETS, System } from './login.suite.js';
 import { startLoginProcess, type LoginProcess } from './support/login-process.js';
 import { bearerHeaders, mozillaKid, signingKey, type SigningKey } from './support/oauth.js';
 import { startOAuthProvider, type OAuthProvider, type ProviderFailure } from './support/oauth-provider.js';
+import { loadOpenApi, responseProblems } from './support/openapi.js';
 import { metricValue } from './support/prometheus.js';
 import { TEST_AUTH } from './support/services.js';
 import { startTestStack } from './support/stack.js';
@@ -59,6 +60,12 @@ function loginWith(p: OAuthProvider, env: Env = {}): Promise<RunningLogin> {
 
 const newSub = () => randomBytes(16).toString('hex');
 
+const openapi = loadOpenApi();
+/** `res` is as docs/openapi.yaml describes it. */
+function documented(res: HttpResponse, method: string, requestPath: string): void {
+  assert.deepEqual(responseProblems(openapi, { method, path: requestPath, status: res.status, headers: res.headers, text: res.text }), [], `${method} ${requestPath} → ${res.status}`);
+}
+
 /** A Firefox-shaped token request (§13.2: X-KeyID, no X-Client-State) for a new account, signed by `key`. */
 async function bearer(login: RunningLogin | LoginProcess, issuer: string, key: SigningKey, header: Record<string, unknown> = {}): Promise<HttpResponse> {
   const headers = await bearerHeaders(key, issuer, newSub(), { generation: Date.now(), kca: Date.now(), header });
@@ -89,6 +96,7 @@ describe('keys by discovery (OAUTH_ISSUER alone)', () => {
     const heartbeat = await httpRequest(`${login.url}/__heartbeat__`);
     assert.equal(heartbeat.status, 200, heartbeat.text);
     assert.equal(heartbeat.json.checks.oauth_jwks, 'ok');
+    documented(heartbeat, 'GET', '/__heartbeat__');
     const page = await metricsPage(login);
     assert.equal(metricValue(page, 'login_jwks_fetches_total', { set: 'oauth', outcome: 'ok' }), 1);
     assert.ok(metricValue(page, 'login_jwks_age_seconds', { set: 'oauth' }) >= 0);
@@ -97,6 +105,24 @@ describe('keys by discovery (OAUTH_ISSUER alone)', () => {
     assert.equal((await bearer(login, p.issuer, rogue)).status, 401);
     // The token's iss must still be OAUTH_ISSUER.
     assert.equal((await bearer(login, 'https://accounts.firefox.com', k1)).status, 401);
+    await login.close();
+  });
+
+  test('tokens and keys exactly as Mozilla accounts makes them (DESIGN §13.2) log in; X-KeyID and no X-Client-State', async () => {
+    const p = await provider();
+    const served = JSON.parse((await httpRequest(p.jwksUri)).text).keys;
+    assert.deepEqual(Object.keys(served[0]).sort(), ['alg', 'e', 'fxa-createdAt', 'kid', 'kty', 'n', 'use']);
+    const login = await loginWith(p);
+    const headers = await bearerHeaders(k1, p.issuer, newSub(), { generation: 1_700_000_000_000, kca: 1_700_000_000_000 });
+    assert.deepEqual(Object.keys(headers).sort(), ['Authorization', 'X-KeyID']);
+    const [h, c] = headers.Authorization.slice('Bearer '.length).split('.').slice(0, 2).map((part) => JSON.parse(Buffer.from(part, 'base64url').toString('utf8')));
+    assert.deepEqual(h, { alg: 'RS256', kid: k1.kid, typ: 'at+JWT' });
+    assert.deepEqual(Object.keys(c).sort(), ['aud', 'client_id', 'exp', 'fxa-generation', 'fxa-profileChangedAt', 'iat', 'iss', 'jti', 'scope', 'sub']);
+    assert.equal(c.aud, 'https://token.services.mozilla.com');
+    assert.equal(c.scope, 'profile https://identity.mozilla.com/apps/oldsync');
+    const res = await httpRequest(`${login.url}/1.0/sync/1.5`, { headers });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.hashed_fxa_uid.length, 32);
     await login.close();
   });
 
@@ -242,8 +268,10 @@ describe('the first start without the provider', () => {
     assert.equal(res.header('retry-after'), '1');
     assert.equal(res.json.status, 'error');
     assert.doesNotMatch(res.text, /OAUTH|jwks|127\.0\.0\.1/i, 'a 5xx body says nothing about internals');
+    documented(res, 'GET', '/1.0/sync/1.5');
     const heartbeat = await httpRequest(`${login.url}/__heartbeat__`);
     assert.equal(heartbeat.status, 503, heartbeat.text);
+    documented(heartbeat, 'GET', '/__heartbeat__');
     assert.equal(heartbeat.json.checks.oauth_jwks, 'unavailable');
     assert.ok(heartbeat.json.errors.some((e: { name: string }) => e.name === 'oauth_jwks'));
     assert.ok(heartbeat.header('retry-after'));
@@ -441,6 +469,7 @@ describe('the account events webhook with WEBHOOK_JWKS as a URL', () => {
     const res = await httpRequest(`${down.url}/1.0/webhooks/fxa/events`, { method: 'POST', headers: { Authorization: `Bearer ${await eventToken(hook)}` } });
     assert.equal(res.status, 503, res.text);
     assert.ok(res.header('retry-after'));
+    documented(res, 'POST', '/1.0/webhooks/fxa/events');
     const heartbeat = await httpRequest(`${down.url}/__heartbeat__`);
     assert.equal(heartbeat.json.checks.webhook_jwks, 'unavailable');
     await down.close();
