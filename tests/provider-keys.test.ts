@@ -267,6 +267,8 @@ describe('the first start without the provider', () => {
     assert.equal(res.status, 503, res.text);
     assert.equal(res.header('retry-after'), '1');
     assert.equal(res.json.status, 'error');
+    // Mozilla's answer for a resource that is not available, as for a backend down.
+    assert.deepEqual(res.json.errors, [{ location: 'body', name: '', description: 'Resource is not available' }]);
     assert.doesNotMatch(res.text, /OAUTH|jwks|127\.0\.0\.1/i, 'a 5xx body says nothing about internals');
     documented(res, 'GET', '/1.0/sync/1.5');
     const heartbeat = await httpRequest(`${login.url}/__heartbeat__`);
