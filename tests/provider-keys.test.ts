@@ -205,6 +205,36 @@ describe('a flood of unknown kids', () => {
   });
 });
 
+describe('a provider that hangs', () => {
+  test('a token with an unknown kid waits a bounded time; tokens with known kids do not wait on it at all', async () => {
+    const p = await provider([k1]);
+    const login = await loginWith(p, { OAUTH_JWKS_MIN_INTERVAL: '1' });
+    await new Promise((r) => setTimeout(r, 1200));
+    p.fail('hang');
+    const stranger = await signingKey('RS256', mozillaKid());
+    const order: string[] = [];
+    const started = Date.now();
+    const unknownKid = (async () => {
+      const headers = await bearerHeaders(stranger, p.issuer, newSub());
+      const res = await httpRequest(`${login.url}/1.0/sync/1.5`, { headers, timeoutMs: 60_000 });
+      order.push('unknown kid');
+      return res;
+    })();
+    // Once the refresh is under way (the stand-in has the request), a known kid is answered from memory.
+    await eventually('the refresh reached the provider', async () => p.fetchCount() + p.discoveryCount() > 2);
+    const known = await bearer(login, p.issuer, k1);
+    order.push('known kid');
+    assert.equal(known.status, 200);
+    const res = await unknownKid;
+    assert.equal(res.status, 401);
+    assert.deepEqual(order, ['known kid', 'unknown kid']);
+    // Bounded by OAUTH_JWKS_WAIT_MS (5 s) and the fetch timeout: generous here for a loaded machine.
+    assert.ok(Date.now() - started < 30_000, `waited ${Date.now() - started} ms`);
+    p.fail(null);
+    await login.close();
+  });
+});
+
 describe('the provider down', () => {
   test('a failed refresh keeps the last good set; the metrics count the failure', async () => {
     const p = await provider([k1]);
