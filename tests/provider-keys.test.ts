@@ -20,6 +20,7 @@ import { loadOpenApi, responseProblems } from './support/openapi.js';
 import { metricValue } from './support/prometheus.js';
 import { TEST_AUTH } from './support/services.js';
 import { startTestStack } from './support/stack.js';
+import { makePki } from './support/tls.js';
 
 const METRICS_SECRET = 'metrics-hash-secret-for-provider-tests';
 const dir = mkdtempSync(path.join(tmpdir(), 'provider-keys-'));
@@ -388,6 +389,37 @@ describe('bad input from the provider (login as its own process: the log says wh
     assert.match(skipped.reason, /kty oct/);
     assert.equal((await bearer(login, p.issuer, k1)).status, 200);
     assert.equal((await httpRequest(`${login.url}/__heartbeat__`)).status, 200);
+  });
+});
+
+describe('over https', () => {
+  test('a provider whose certificate login trusts (NODE_EXTRA_CA_CERTS) serves the keys; one it does not trust serves none', async () => {
+    const pki = makePki(dir, 'provider', 'IP:127.0.0.1,DNS:localhost');
+    const p = await startOAuthProvider({ keys: [k1], tls: { cert: pki.cert, key: pki.key } });
+    providers.push(p);
+    assert.match(p.issuer, /^https:\/\/localhost:\d+$/);
+    const login = await startLoginProcess({
+      APPLICATIONS: 'sync/1.5',
+      MASTER_SECRETS: MASTER_SECRETS.join(','),
+      INTERNAL_SECRET: TEST_AUTH.internalSecret,
+      DIRECTORY_ADDR: `127.0.0.1:${sys.directoryPort}`,
+      NODEASSIGN_ADDR: `127.0.0.1:${sys.nodeAssignPort}`,
+      LOGIN_WORKERS: '1',
+      OAUTH_ISSUER: p.issuer,
+      METRICS_HASH_SECRET: METRICS_SECRET,
+      NODE_EXTRA_CA_CERTS: pki.ca,
+    });
+    try {
+      assert.equal((await bearer(login, p.issuer, k1)).status, 200);
+      assert.equal(p.discoveryCount(), 1);
+    } finally {
+      await login.stop();
+    }
+    // This process does not trust that CA: the fetch fails on the certificate, and nothing verifies.
+    const untrusting = await loginWith(p);
+    assert.equal((await bearer(untrusting, p.issuer, k1)).status, 503);
+    assert.equal(metricValue(await metricsPage(untrusting), 'login_jwks_fetches_total', { set: 'oauth', outcome: 'unreachable' }), 1);
+    await untrusting.close();
   });
 });
 
