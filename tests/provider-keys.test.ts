@@ -196,7 +196,9 @@ describe('a flood of unknown kids', () => {
     const started = Date.now();
     const flood = await Promise.all(Array.from({ length: 60 }, (_, i) => bearer(login, p.issuer, strangers[i % 3], { kid: `unknown-${i}-${randomBytes(4).toString('hex')}` })));
     assert.ok(flood.every((r) => r.status === 401), 'every unknown kid refused');
-    assert.equal(p.fetchCount(), start + 1, 'one shared fetch for the whole flood');
+    // One shared fetch for the whole flood (and one more only if it outlasted an interval on a slow machine).
+    const floodAllowed = 1 + Math.floor((Date.now() - started) / (interval * 1000));
+    assert.ok(p.fetchCount() - start >= 1 && p.fetchCount() - start <= floodAllowed, `${p.fetchCount() - start} fetches for the flood, at most ${floodAllowed}`);
     const more = await Promise.all(Array.from({ length: 20 }, (_, i) => bearer(login, p.issuer, strangers[i % 3], { kid: `again-${i}` })));
     assert.ok(more.every((r) => r.status === 401));
     // At most one more per interval that has passed since (none on a quick machine).

@@ -90,7 +90,9 @@ function reloadAllowListOnHangup(config: LoginConfig, log: Logger): () => void {
 /**
  * Bearer's and the webhook's key sets (DESIGN §13.1): a file's now, or the
  * provider's after the first fetch at start (or its disk copy, or none yet).
- * Each login process keeps its own, cluster workers included.
+ * Each login process keeps its own, cluster workers included: the primary
+ * does not load login's code, and a few small fetches an hour per worker cost
+ * the provider less than a second path over the cluster channel would cost us.
  */
 async function startKeySources(config: LoginConfig, log: Logger, metrics: LoginMetrics): Promise<LoginKeySources> {
   const sources: LoginKeySources = {};
