@@ -427,10 +427,12 @@ function craftedSuite(start: () => Promise<Started>, label: string): void {
       const first = await imp(stack, one, '--json');
       assert.equal(first.code, 0, first.stderr + first.stdout);
       assert.equal(first.json.users.created, 2);
-      const two = await craftedSource(server, 'shared_two', [{ id: 5, url: stack.gatewayUrl, load: 2 }], [
+      // With an account of its own (carol) and another load on the node: neither may be written either.
+      const two = await craftedSource(server, 'shared_two', [{ id: 5, url: stack.gatewayUrl, load: 3 }], [
         { uid: 17, email: `bob@${FXA}`, created: T, node: 5 },
         { uid: 18, email: `bob2@${FXA}`, created: T, replaced: T + 5, node: 5 },
         { uid: 19, email: `bob2@${FXA}`, created: T + 5, node: 5 },
+        { uid: 20, email: `carol@${FXA}`, created: T, node: 5 },
       ]);
       const before = await everyUser(stack);
       const nodesBefore = (await cliWith(stack, ['nodes', 'list', APP, '--json'])).json.nodes;
@@ -449,7 +451,7 @@ function craftedSuite(start: () => Promise<Started>, label: string): void {
       // Alice still logs in as uid 17, and a new account gets a uid above every imported one.
       const alice = await stack.login(`alice@${FXA}`, { generation: 1, clientState: hex('7') });
       assert.equal(alice.json.uid, 17, alice.text);
-      assert.equal((await stack.login(`new@${FXA}`)).json.uid, 19, 'the refused import did not move the counter');
+      assert.equal((await stack.login(`new@${FXA}`)).json.uid, 19, 'the refused import did not move the counter (20 would be its highest)');
       // Nothing of the second source is due for purge: uid 18 stays alice2's.
       assert.deepEqual((await cliWith(stack, ['users', 'purge', '--grace', '0', '--dry-run', '--json'])).json.wouldPurge, []);
     });
