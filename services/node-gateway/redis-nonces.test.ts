@@ -3,6 +3,7 @@
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { ServiceUnavailable } from '../../lib/errors.js';
 import { pino } from 'pino';
 import { logger, type Logger } from '../../lib/log.js';
@@ -12,6 +13,7 @@ import {
   epochArgs,
   epochOf,
   evictionProblem,
+  GATEWAY_ACL_RULES,
   nonceKey,
   nonceTtlMs,
   QUOTA_SLICES,
@@ -354,6 +356,40 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     await eventually('served again', async () => ((await s.remember(ID, `m${++n}`, ts(), now()).catch(() => undefined))?.outcome === 'new' ? true : undefined));
     assert.ok(lines.some((l) => /usable again/.test(l.msg)), 'the recovery is logged');
     assert.equal(await s.healthy(), true);
+  });
+
+  test('a Redis user limited by GATEWAY_ACL_RULES (the line docs/security.md gives) runs the whole store, and can flush, list or reconfigure nothing', async () => {
+    const doc = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
+    assert.ok(doc.includes(`ACL SETUSER node-gateway on >PASSWORD ${GATEWAY_ACL_RULES}`), 'docs/security.md gives the exact rules');
+    await redis!.command('ACL', 'SETUSER', 'node-gateway', 'on', '>gw-password', ...GATEWAY_ACL_RULES.split(' '));
+    const url = `redis://node-gateway:gw-password@127.0.0.1:${redis!.port}/0`;
+    const s = await RedisNonceStore.open({ kind: 'redis', url, timeoutMs: 300 }, { perToken: 2, skewSeconds: SKEW, retryAfter: 3 }, logger('redis-nonces-test'));
+    stores.push(s);
+    const now = Date.now();
+    const ts = String(Math.floor(now / 1000));
+    assert.equal(await s.healthy(), true);
+    assert.deepEqual(await s.remember(ID, 'a', ts, now), { outcome: 'new' });
+    assert.deepEqual(await s.remember(ID, 'a', ts, now), { outcome: 'replayed' });
+    assert.equal((await s.remember(ID, 'b', ts, now)).outcome, 'new');
+    assert.equal((await s.remember(ID, 'c', ts, now)).outcome, 'token-full');
+    // A flush (by another user) begins an epoch with the wait, and the quota's pruning runs too.
+    await redis!.command('FLUSHALL');
+    assert.equal((await s.remember(`${ID}-2`, 'd', ts, now)).outcome, 'unknown');
+    const at = Math.ceil((await epoch()).floor / 1000);
+    assert.equal((await s.remember(`${ID}-2`, 'e', String(at), at * 1000)).outcome, 'new');
+    assert.equal((await s.remember(`${ID}-2`, 'f', String(at + 2 * SKEW + 100), (at + 2 * SKEW + 100) * 1000)).outcome, 'new');
+    // What the user may not do.
+    const { Redis } = await import('ioredis');
+    const user = new Redis(url, { maxRetriesPerRequest: 0, lazyConnect: true });
+    try {
+      await user.connect();
+      for (const cmd of [['FLUSHALL'], ['FLUSHDB'], ['KEYS', '*'], ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'], ['SCRIPT', 'FLUSH'], ['ACL', 'LIST'], ['REPLICAOF', 'NO', 'ONE'], ['SET', 'other', '1'], ['GET', 'nonce-store:epoch'], ['SCAN', '0']]) {
+        await assert.rejects(user.call(cmd[0], ...cmd.slice(1)), /NOPERM/, cmd.join(' '));
+      }
+      await assert.rejects(user.eval("return redis.call('SET', KEYS[1], '1')", 1, 'other'), /NOPERM|No permissions/, 'a script touches only the store keys');
+    } finally {
+      user.disconnect();
+    }
   });
 });
 

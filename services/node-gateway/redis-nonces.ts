@@ -273,6 +273,15 @@ export function evictionProblem(infoMemory: string): string | undefined {
   return `its maxmemory-policy is ${policy}, which may evict nonces before their window ends; set maxmemory-policy noeviction`;
 }
 
+/**
+ * The Redis ACL rules a gateway's user needs (docs/security.md gives the whole
+ * ACL SETUSER line): its three key prefixes, and only the commands its client
+ * and its scripts send; no FLUSHALL, CONFIG, KEYS, DEBUG or pub/sub.
+ */
+export const GATEWAY_ACL_RULES =
+  'resetkeys ~nonce:* ~nonces:* ~nonce-store:* resetchannels -@all ' +
+  '+evalsha +eval +info +ping +client|setname +select +exists +set +del +hmget +hset +hgetall +hdel +hincrby +pttl +pexpire +time';
+
 /** The URL as logs may show it: no password. */
 export function redactedUrl(url: string): string {
   const u = new URL(url);
