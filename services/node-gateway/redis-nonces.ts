@@ -405,10 +405,11 @@ export class RedisNonceStore implements NonceStore {
     if (since === this.knownSince) return;
     const first = this.knownSince === 0;
     this.knownSince = since;
-    if (floor > since) {
+    // A wait already over (a gateway meeting the store long after) is no news.
+    if (floor > since && floor > Date.now()) {
       this.log.warn(
         { epochSince: new Date(since).toISOString(), refusedUntil: new Date(floor).toISOString() },
-        'nonce store lost nonces (restarted, flushed or failed over): refusing requests signed before it with 503 until refusedUntil',
+        'nonce store lost nonces (restarted, flushed or failed over): requests whose window opened before epochSince get 503 until refusedUntil',
       );
     } else if (!first) this.log.info({ epochSince: new Date(since).toISOString() }, 'nonce store began a new epoch');
   }
