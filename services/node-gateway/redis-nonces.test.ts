@@ -323,6 +323,8 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     const s = await open();
     const later = Date.now();
     assert.equal((await s.remember(ID, 'captured', String(Math.floor(later / 1000)), later)).outcome, 'unknown');
+    // A nonce the snapshot did carry is a replay, told as such.
+    assert.equal((await s.remember(ID, 'before', String(Math.floor(now / 1000)), later)).outcome, 'replayed');
     const e = await epoch();
     assert.equal(e.run, await runId());
     assert.equal(e.floor, e.since + SKEW * 1000);

@@ -185,12 +185,13 @@ return {since, floor}
  * KEYS: the nonce, the token's quota hash, EPOCH_KEY. ARGV: see RememberCall.args.
  * Replies {code, since, floor}, and for code 2 the oldest live slice: 0 new,
  * 1 replayed, 2 over the quota, 3 its window opened before the epoch began.
+ * A nonce still held is a replay (401) whatever the epoch; only the others are unknown.
  * A replay is told as such even when the quota is used up, as the memory store does.
  */
 export const REMEMBER_SCRIPT = `${EPOCH_LUA}
 local since, floor = epoch(KEYS[3])
-if tonumber(ARGV[5]) * 1000 < floor then return {3, since, floor} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {1, since, floor} end
+if tonumber(ARGV[5]) * 1000 < floor then return {3, since, floor} end
 local live = tonumber(ARGV[8])
 local fields = redis.call('HGETALL', KEYS[2])
 local count, oldest = 0, nil
