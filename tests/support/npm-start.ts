@@ -1,6 +1,6 @@
 // `npm start` as a user runs it: scripts/start.ts as a child process on
 // ephemeral ports, its own DATA_DIR given by the caller, until it prints its
-// banner; stop() is Ctrl-C.
+// banner; stop() is Ctrl-C. The operator CLI beside it, as a process too.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,4 +75,20 @@ export function startNpmStart(env: Record<string, string>): Promise<NpmStart> {
     });
     void exited.then(() => reject(new Error(`start.ts exited: ${stderr}`)));
   });
+}
+
+/** `npm run cli -- <argv>` as its own process (what an operator runs next to `npm start`), with `env` added to this one's. */
+export function cliProcess(argv: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', ...argv], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d));
+  child.stderr.on('data', (d: Buffer) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 300_000);
+  return new Promise((resolve) =>
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
 }
