@@ -40,8 +40,21 @@ export interface PurgeFailure {
   error: string;
 }
 
+/** A replaced uid a dry run would purge. */
+export interface PurgeCandidate {
+  app: string;
+  email: string;
+  uid: number;
+  /** '' when the uid never had a node (nothing to delete there). */
+  node: string;
+  /** ms since epoch */
+  replacedAt: number;
+}
+
 export interface PurgeSummary {
   dryRun: boolean;
+  /** Dry run only: every replaced uid it would purge, in the order a run would take them. */
+  wouldPurge: PurgeCandidate[];
   usersExamined: number;
   /** Replaced records past the grace period that this run found. */
   due: number;
@@ -115,7 +128,7 @@ async function deleteOnNode(user: User, entry: ReplacedUser, o: PurgeOptions): P
 }
 
 export async function purge(b: Backends, o: PurgeOptions): Promise<PurgeSummary> {
-  const s: PurgeSummary = { dryRun: o.dryRun, usersExamined: 0, due: 0, purged: 0, nodeDeletes: 0, slotsReleased: 0, busy: 0, failed: [], clientStatesTrimmed: 0 };
+  const s: PurgeSummary = { dryRun: o.dryRun, wouldPurge: [], usersExamined: 0, due: 0, purged: 0, nodeDeletes: 0, slotsReleased: 0, busy: 0, failed: [], clientStatesTrimmed: 0 };
   const claimant = claimantId();
   const replacedBefore = Date.now() - o.graceMs;
   let after = '';
@@ -136,6 +149,7 @@ export async function purge(b: Backends, o: PurgeOptions): Promise<PurgeSummary>
         if (s.purged + s.failed.length >= o.max) continue;
         if (o.dryRun) {
           s.purged++;
+          s.wouldPurge.push({ app: user.service, email: user.email, uid: entry.uid, node: entry.node, replacedAt: entry.replacedAt });
           continue;
         }
         await purgeOne(b, o, s, claimant, user, entry, replacedBefore);
@@ -184,6 +198,9 @@ export function formatPurge(s: PurgeSummary): string {
     `node deletes: ${s.nodeDeletes}, node slots given back: ${s.slotsReleased}, held by another purge: ${s.busy}`,
     `seen client states ${s.dryRun ? 'to trim' : 'trimmed'}: ${s.clientStatesTrimmed}`,
   ];
+  for (const c of s.wouldPurge) {
+    lines.push(`  would purge ${c.app} uid ${c.uid} of ${c.email}, ${c.node === '' ? 'no node' : `on ${c.node}`}, replaced ${new Date(c.replacedAt).toISOString()}`);
+  }
   if (s.failed.length > 0) {
     lines.push(`failed (kept for the next run): ${s.failed.length}`);
     for (const f of s.failed) lines.push(`  ${f.app} uid ${f.uid} on ${f.node}: ${f.error}`);

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
+import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeType, SAMPLE_SECRETS, secretValue } from './config.js';
 import { ConfigError } from './errors.js';
 
 const secret = (bytes = 32) => randomBytes(bytes).toString('hex');
@@ -125,6 +125,16 @@ test('domain: default when unset, lowercased, refused (naming the variable) when
   assert.equal(domain({ OAUTH_EMAIL_DOMAIN: 'localhost' }, 'OAUTH_EMAIL_DOMAIN', 'x.example'), 'localhost');
   for (const bad of ['a@b.example', '-a.example', 'a-.example', 'a..example', '.example', 'a.example.', 'a b.example', `${'a'.repeat(254)}`]) {
     assert.throws(() => domain({ OAUTH_EMAIL_DOMAIN: bad }, 'OAUTH_EMAIL_DOMAIN', 'x.example'), (e: unknown) => e instanceof ConfigError && /OAUTH_EMAIL_DOMAIN/.test(e.message), bad);
+  }
+});
+
+test('NODE_TYPE: unset by default; a lowercase word; anything else refused, naming it', () => {
+  assert.equal(nodeType({}), undefined);
+  assert.equal(nodeType({ NODE_TYPE: ' ' }), undefined);
+  assert.equal(nodeType({ NODE_TYPE: 'mysql' }), 'mysql');
+  assert.equal(nodeType({ NODE_TYPE: ' spanner ' }), 'spanner');
+  for (const bad of ['MySQL', 'my sql', '9x', 'a'.repeat(33), 'mysql"']) {
+    assert.throws(() => nodeType({ NODE_TYPE: bad }), (e: unknown) => e instanceof ConfigError && /NODE_TYPE/.test(e.message), bad);
   }
 });
 

@@ -609,6 +609,18 @@ export function metricsHashSecret(env: Env, bearer: boolean): string | undefined
   return v;
 }
 
+/**
+ * NODE_TYPE: the `node_type` of the 200 body (DESIGN §11.4), Mozilla's name for
+ * the kind of database its storage nodes use (`mysql`, `postgres`, `spanner`).
+ * Unset (the default): the body has no `node_type`.
+ */
+export function nodeType(env: Env): string | undefined {
+  const v = env.NODE_TYPE?.trim();
+  if (v === undefined || v === '') return undefined;
+  if (!/^[a-z][a-z0-9_-]{0,31}$/.test(v)) throw new ConfigError('NODE_TYPE', `must be a lowercase word such as mysql, postgres or spanner, got ${JSON.stringify(v)}`);
+  return v;
+}
+
 // ---- per-service configuration ----
 
 export interface DirectoryConfig {
@@ -690,6 +702,8 @@ export interface LoginConfig {
   /** Set when WEBHOOK_JWKS enables the account events webhook. */
   webhook?: WebhookConfig;
   metricsHashSecret?: string;
+  /** NODE_TYPE: unset, the 200 body has no node_type. */
+  nodeType?: string;
 }
 
 /**
@@ -742,6 +756,7 @@ export function loginConfig(
     bearer,
     webhook: webhookConfig(env),
     metricsHashSecret: metricsHashSecret(env, bearer !== undefined),
+    nodeType: nodeType(env),
   };
 }
 

@@ -152,7 +152,7 @@ function importSuite(start: () => Promise<Started>, label: string): void {
       }
       const dir = mkdtempSync(path.join(tmpdir(), 'import-test-'));
       const oauth = await signingKey('RS256', 'import-1');
-      const stack = await startTestStack({ OAUTH_JWKS: writeJwks(dir, 'jwks.json', [oauth]), METRICS_HASH_SECRET: newSecret() });
+      const stack = await startTestStack({ OAUTH_JWKS: writeJwks(dir, 'jwks.json', [oauth]), METRICS_HASH_SECRET: newSecret(), NODE_TYPE: 'mysql' });
       const sub = randomBytes(16).toString('hex');
       f = { server: started.server, stack, oauth, sub, dir };
       await fillMozilla(f.server, stack.gatewayUrl, sub);
@@ -288,6 +288,7 @@ function importSuite(start: () => Promise<Started>, label: string): void {
       assert.equal(bearer.status, 200, bearer.text);
       assert.equal(bearer.json.uid, 42);
       assert.equal(bearer.json.api_endpoint, `${f.stack.gatewayUrl}/1.5/42`);
+      assert.equal(bearer.json.node_type, 'mysql', 'NODE_TYPE carries Mozilla\'s node_type into the 200 body');
       // The old client state is refused, as Mozilla refused it.
       const stale = await httpRequest(`${f.stack.loginUrl}${TOKEN_PATH}`, {
         headers: { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(2000, hex('a')) },

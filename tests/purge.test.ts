@@ -56,6 +56,13 @@ test('purge deletes the data of replaced uids on their node through the gateway,
 
   const dry = await cli('users', 'purge', '--grace', '0', '--dry-run', '--json');
   assert.equal(dry.json.purged, 1);
+  assert.deepEqual(
+    dry.json.wouldPurge.map((c: { app: string; email: string; uid: number; node: string }) => [c.app, c.email, c.uid, c.node]),
+    [[APP, 'purge-a@example.com', first, stack.gatewayUrl]],
+    'a dry run lists the uids it would purge',
+  );
+  const dryText = await cli('users', 'purge', '--grace', '0', '--dry-run');
+  assert.match(dryText.stdout, new RegExp(`^  would purge ${APP} uid ${first} of purge-a@example\\.com, on ${stack.gatewayUrl.replace(/[.]/g, '\\.')}, replaced \\d{4}-`, 'm'));
   assert.equal(deletes().length, 0, 'a dry run deletes nothing');
 
   const run = await cli('users', 'purge', '--grace', '0', '--json');

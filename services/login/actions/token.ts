@@ -160,6 +160,7 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
       duration,
       hashalg: 'sha256',
       hashed_fxa_uid: hashedFxaUid,
+      ...(config.nodeType !== undefined ? { node_type: config.nodeType } : {}),
     });
   };
 
