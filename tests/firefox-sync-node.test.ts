@@ -1,5 +1,6 @@
 // The Firefox flow, whole, against Mozilla's real storage node: `npm start`
-// as a real process with Bearer (a stand-in Mozilla accounts), Mozilla's
+// as a real process with Bearer, its keys found by discovery at a stand-in
+// Mozilla accounts (OAUTH_ISSUER alone), Mozilla's
 // syncserver storage-only on MariaDB given the secret `cli nodes secret`
 // prints, the node registered with the CLI, a login with Firefox-shaped
 // tokens, and Hawk PUT/GET/DELETE on the node, which checks our tokens itself.
@@ -14,12 +15,12 @@ import { readDevMasterSecrets } from '../lib/dev-secrets.js';
 import { deriveNodeSecret, makeToken, parseToken } from '../lib/token.js';
 import { httpRequest } from '../services/login/testkit.js';
 import { startNpmStart, type NpmStart } from './support/npm-start.js';
-import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, writeJwks, type SigningKey } from './support/oauth.js';
+import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
+import { startOAuthProvider, type OAuthProvider } from './support/oauth-provider.js';
 import { freePort } from './support/services.js';
 import { startMariadb, type SqlServer } from './support/sql-servers.js';
 import { nodeRequest, startSyncServer, syncserverBinary, type NodeToken, type SyncServer } from './support/syncserver.js';
 
-const ISSUER = 'https://accounts.firefox.example';
 const binary = syncserverBinary();
 const bin = 'bin' in binary ? binary.bin : '';
 
@@ -27,6 +28,7 @@ let skip: string | undefined = 'skip' in binary ? binary.skip : undefined;
 let db: SqlServer | undefined;
 let site: NpmStart | undefined;
 let node: SyncServer | undefined;
+let accounts: OAuthProvider | undefined;
 let key: SigningKey;
 let dir = '';
 let nodeUrl = '';
@@ -48,7 +50,7 @@ async function firefoxLogin(sub: string, o: { kca?: number; state?: string; gene
     key,
     sub,
     {
-      iss: ISSUER,
+      iss: accounts!.issuer,
       aud: 'https://token.services.mozilla.com',
       client_id: '5882386c6d801776',
       jti: randomUUID(),
@@ -77,10 +79,10 @@ before(async () => {
   key = await signingKey('RS256', `kid-${randomBytes(4).toString('hex')}`);
   // As Mozilla accounts publishes its keys: an extra member login ignores.
   key.publicJwk = { ...key.publicJwk, alg: 'RS256', ...{ 'fxa-createdAt': 1564502400 } };
+  accounts = await startOAuthProvider({ keys: [key] });
   site = await startNpmStart({
     DATA_DIR: dir,
-    OAUTH_JWKS: writeJwks(dir, 'mozilla-accounts-jwks.json', [key]),
-    OAUTH_ISSUER: ISSUER,
+    OAUTH_ISSUER: accounts.issuer,
     METRICS_HASH_SECRET: randomBytes(32).toString('hex'),
   });
   // The URL clients reach the node at, known before it starts: what its token's node and the Hawk MAC name.
@@ -98,6 +100,7 @@ before(async () => {
 after(async () => {
   await node?.stop();
   await site?.stop();
+  await accounts?.close();
   await db?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });

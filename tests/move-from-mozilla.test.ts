@@ -16,13 +16,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { cliProcess, startNpmStart, type NpmStart } from './support/npm-start.js';
-import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, writeJwks, type SigningKey } from './support/oauth.js';
+import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
+import { startOAuthProvider, type OAuthProvider } from './support/oauth-provider.js';
 import { startMariadb, startPostgres, type SqlServer } from './support/sql-servers.js';
 import { nodeRequest, startSiteProxy, startSyncServer, syncserverBinary, type NodeToken, type SiteProxy, type SyncServer } from './support/syncserver.js';
 
 const ACCOUNTS = 32;
 const CHANGERS = 12;
-const ISSUER = 'https://accounts.sync.example';
 /** The site's own Mozilla accounts: its users' e-mails in Mozilla's table are `<sub>@` this. */
 const FXA_EMAIL_DOMAIN = 'api.accounts.sync.example';
 const NODE_TYPE = 'mysql';
@@ -37,7 +37,7 @@ interface Account {
   kca: number;
   state: string;
   /** The last answer Mozilla's tokenserver gave (its token stays valid across the switch). */
-  token: NodeToken & { uid: number; hashed_fxa_uid: string };
+  token: NodeToken & { uid: number; hashed_fxa_uid: string; node_type: string };
   /** Its uid before a client-state change, if it changed. */
   replacedUid?: number;
   replacedToken?: NodeToken;
@@ -49,6 +49,8 @@ let tokenDb: SqlServer | undefined;
 let proxy: SiteProxy | undefined;
 let mozilla: SyncServer | undefined;
 let ours: NpmStart | undefined;
+/** The site's Mozilla accounts (discovery and its keys): Mozilla's server holds its key, ours finds it by OAUTH_ISSUER. */
+let provider: OAuthProvider | undefined;
 let key: SigningKey;
 let dir = '';
 const masterSecret = randomBytes(32).toString('hex');
@@ -65,7 +67,7 @@ async function firefoxLogin(sub: string, kca: number, state: string, generation 
   const token = await accessToken(
     key,
     sub,
-    { iss: ISSUER, aud: 'https://token.services.mozilla.com', client_id: '5882386c6d801776', jti: randomBytes(16).toString('hex'), scope: OLDSYNC_SCOPE, iat: now, exp: now + 3600, 'fxa-generation': generation, 'fxa-profileChangedAt': generation },
+    { iss: provider!.issuer, aud: 'https://token.services.mozilla.com', client_id: '5882386c6d801776', jti: randomBytes(16).toString('hex'), scope: OLDSYNC_SCOPE, iat: now, exp: now + 3600, 'fxa-generation': generation, 'fxa-profileChangedAt': generation },
     { typ: 'at+JWT' },
   );
   return httpRequest(tokenServerUrl(), { headers: { Authorization: `Bearer ${token}`, 'X-KeyID': keyIdHeader(kca, state) } });
@@ -78,8 +80,7 @@ function ourEnv(): Record<string, string> {
     APPLICATIONS: 'sync/1.5',
     TOKEN_SECRETS: 'master',
     MASTER_SECRETS: masterSecret,
-    OAUTH_JWKS: path.join(dir, 'accounts-jwks.json'),
-    OAUTH_ISSUER: ISSUER,
+    OAUTH_ISSUER: provider!.issuer,
     OAUTH_EMAIL_DOMAIN: FXA_EMAIL_DOMAIN,
     METRICS_HASH_SECRET: metricsHashSecret,
     NODE_TYPE,
@@ -119,7 +120,7 @@ before(async () => {
   }
   dir = mkdtempSync(path.join(tmpdir(), 'move-from-mozilla-'));
   key = await signingKey('RS256', 'accounts-key-1');
-  writeJwks(dir, 'accounts-jwks.json', [key]);
+  provider = await startOAuthProvider({ keys: [key] });
   // The site's one public URL: Mozilla's combined server answers all of it, /1.0/ and /1.5/ alike.
   proxy = await startSiteProxy(() => mozilla!.url);
   mozilla = await startSyncServer({
@@ -134,6 +135,7 @@ after(async () => {
   await ours?.stop();
   await mozilla?.stop();
   await proxy?.close();
+  await provider?.close();
   await Promise.all([storageDb?.stop(), tokenDb?.stop()]);
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -213,6 +215,7 @@ test('every account: the same uid and api_endpoint at the same URL, the same has
     assert.equal(res.json.uid, a.token.uid, a.sub);
     assert.equal(res.json.api_endpoint, a.token.api_endpoint);
     assert.equal(res.json.hashed_fxa_uid, a.token.hashed_fxa_uid);
+    assert.equal(res.json.node_type, a.token.node_type, 'node_type as Mozilla sent it (NODE_TYPE)');
     const got = await nodeRequest(res.json, 'GET', `storage/passwords/${a.record.id}`);
     assert.equal(got.status, 200, got.text);
     assert.equal(got.json.payload, a.record.payload);
@@ -254,6 +257,11 @@ test("loads hold: reconcile finds no drift; the node's load is its live users pl
 
 test("users purge deletes exactly the replaced uids' data on the real node; live data stays", async (t) => {
   if (skip) return t.skip(skip);
+  const dry = await cli(['users', 'purge', '--grace', '0', '--dry-run', '--json']);
+  assert.equal(dry.code, 0, dry.text);
+  const listed = (JSON.parse(dry.stdout) as { wouldPurge: Array<{ uid: number; node: string }> }).wouldPurge;
+  assert.deepEqual(listed.map((c) => c.uid).sort((x, y) => x - y), [...replacedUids].sort((x, y) => x - y), dry.text);
+  assert.ok(listed.every((c) => c.node === proxy!.url), dry.text);
   const purge = await cli(['users', 'purge', '--grace', '0']);
   assert.equal(purge.code, 0, purge.text);
   for (const a of accounts) {
