@@ -47,6 +47,8 @@ export interface SyncServerSettings {
   port?: number;
   /** Set: Mozilla's combined server (tokenserver + storage); unset: storage only. */
   tokenserver?: TokenserverSettings;
+  /** RUST_LOG (default warn). */
+  rustLog?: string;
 }
 
 export interface SyncServer {
@@ -65,7 +67,7 @@ const START_MS = 90_000;
 function environment(s: SyncServerSettings & { port: number }): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
-    RUST_LOG: 'warn',
+    RUST_LOG: s.rustLog ?? 'warn',
     SYNC_HUMAN_LOGS: 'true',
     // An empty statsd host crashes it at start; nothing listens there.
     SYNC_STATSD_HOST: '127.0.0.1',
