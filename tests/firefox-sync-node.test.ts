@@ -32,6 +32,7 @@ let accounts: OAuthProvider | undefined;
 let key: SigningKey;
 let dir = '';
 let nodeUrl = '';
+let siteEnv: Record<string, string> = {};
 
 /** The operator CLI in this process, next to `npm start` (it reads DATA_DIR's secrets, as a user's would). */
 async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -80,11 +81,8 @@ before(async () => {
   // As Mozilla accounts publishes its keys: an extra member login ignores.
   key.publicJwk = { ...key.publicJwk, alg: 'RS256', ...{ 'fxa-createdAt': 1564502400 } };
   accounts = await startOAuthProvider({ keys: [key] });
-  site = await startNpmStart({
-    DATA_DIR: dir,
-    OAUTH_ISSUER: accounts.issuer,
-    METRICS_HASH_SECRET: randomBytes(32).toString('hex'),
-  });
+  siteEnv = { DATA_DIR: dir, OAUTH_ISSUER: accounts.issuer, METRICS_HASH_SECRET: randomBytes(32).toString('hex') };
+  site = await startNpmStart(siteEnv);
   // The URL clients reach the node at, known before it starts: what its token's node and the Hawk MAC name.
   nodeUrl = `http://127.0.0.1:${await freePort()}`;
   const added = await cli('nodes', 'add', 'sync', nodeUrl, '--capacity', '100');
@@ -156,4 +154,22 @@ test('the real node refuses a token for another node, a tampered token, a wrong 
   const other = await nodeRequest(otherUid, 'GET', 'info/collections');
   // syncstorage-rs answers 400 when the path's uid is not the token's.
   assert.ok([400, 401, 403].includes(other.status), `another uid's storage: ${other.status} ${other.text}`);
+});
+
+test('npm start again on the same DATA_DIR: no demo node comes back, and the user is still on the storage node with the same uid and data', async (t) => {
+  if (skip) return t.skip(skip);
+  const sub = 'abcdefabcdefabcdefabcdefabcdef01';
+  const first = await firefoxLogin(sub);
+  assert.equal(first.status, 200, first.text);
+  assert.equal((await nodeRequest(first.json, 'PUT', 'storage/tabs/t1', { payload: 'tabs' })).status, 200);
+
+  await site!.stop();
+  site = await startNpmStart(siteEnv);
+  const nodes = await cli('nodes', 'list', 'sync', '--json');
+  assert.equal(nodes.code, 0, nodes.stderr);
+  assert.deepEqual((JSON.parse(nodes.stdout) as { nodes: Array<{ url: string }> }).nodes.map((n) => n.url), [nodeUrl]);
+  const again = await firefoxLogin(sub);
+  assert.equal(again.status, 200, again.text);
+  assert.deepEqual([again.json.uid, again.json.api_endpoint], [first.json.uid, first.json.api_endpoint]);
+  assert.equal((await nodeRequest(again.json, 'GET', 'storage/tabs/t1')).json?.payload, 'tabs');
 });

@@ -192,11 +192,18 @@ test("the README's move for the combined setup: our login with Mozilla's setting
   const password = decodeURIComponent(source.password);
   source.password = '';
   const from = source.href;
+  // Our OAUTH_EMAIL_DOMAIN left at its default: every account would start over, so import refuses, naming both.
+  const mismatched = await cli(['import', '--from', from, '--dry-run'], { PGPASSWORD: password, OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com' });
+  assert.notEqual(mismatched.code, 0, mismatched.text);
+  assert.match(mismatched.stderr, /api\.accounts\.sync\.example/, mismatched.text);
+  assert.match(mismatched.stderr, /api\.accounts\.firefox\.com/, mismatched.text);
   const dry = await cli(['import', '--from', from, '--dry-run'], { PGPASSWORD: password });
   assert.equal(dry.code, 0, dry.text);
   const imported = await cli(['import', '--from', from], { PGPASSWORD: password });
   assert.equal(imported.code, 0, imported.text);
   assert.match(imported.stdout, new RegExp(`\\b${ACCOUNTS}\\b`), imported.text);
+  // What to set on login, from Mozilla's data: the node type its answers carried.
+  assert.match(imported.stdout, new RegExp(`NODE_TYPE=${NODE_TYPE}\\b`), imported.text);
   const again = await cli(['import', '--from', from], { PGPASSWORD: password });
   assert.equal(again.code, 0, again.text);
 
