@@ -10,6 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { JWK } from 'jose';
 import { hawkHeader } from '../../lib/hawk.js';
+import { jsonOrUndefined } from '../../services/login/testkit.js';
 import { freePort } from './services.js';
 
 /** The binary's path, or why tests that need it skip. */
@@ -173,13 +174,7 @@ export async function nodeRequest(token: NodeToken, method: string, path: string
     signal: AbortSignal.timeout(30_000),
   });
   const text = await res.text();
-  let json: unknown;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json };
+  return { status: res.status, text, json: jsonOrUndefined(text) };
 }
 
 // ---- A site's front door ----
