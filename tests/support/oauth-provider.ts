@@ -73,7 +73,7 @@ export async function startOAuthProvider(options: { keys?: ReadonlyArray<Signing
 
   const json = (res: http.ServerResponse, body: unknown, type = 'application/json') => {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
-    res.writeHead(200, { 'content-type': type, 'cache-control': 'public, max-age=10' });
+    res.writeHead(200, { 'content-type': type, 'content-length': Buffer.byteLength(text), 'cache-control': 'public, max-age=10' });
     res.end(text);
   };
 
