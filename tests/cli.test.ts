@@ -226,6 +226,23 @@ test('nodes: add, list, update, down, up, backoff, remove with --json', async ()
   await fails(['nodes', 'remove', 'notes', url], 1, /no node https:\/\/node-x\.example for notes/);
 });
 
+test('nodes add refuses a URL that parsers read differently, naming the form it must take; nothing is registered', async () => {
+  const cases: Array<[string, string]> = [
+    ['https://sync.exa\tmple', 'https://sync.example'],
+    ['https://sync.example\\@evil.example', 'https://sync.example/@evil.example'],
+    ['https://sync.example/%2e%2e', 'https://sync.example'],
+    ['https://0x7f.1', 'https://127.0.0.1'],
+    ['HTTPS://sync.example', 'https://sync.example'],
+    ['https://\u0441ync.example', 'https://xn--ync-3ed.example'],
+  ];
+  for (const [url, form] of cases) {
+    const escaped = form.replace(/[.\/]/g, (c) => `\\${c}`);
+    await fails(['nodes', 'add', 'urls', url, '--capacity', '10'], 1, new RegExp(`url must be written as ${escaped}, the form every parser reads alike`));
+  }
+  assert.deepEqual((await ok(['nodes', 'list', 'urls', '--json'])).json.nodes, []);
+  assert.equal((await ok(['nodes', 'add', 'urls', 'https://127.0.0.1', '--capacity', '10', '--json'])).json.node.url, 'https://127.0.0.1', 'the named form is taken');
+});
+
 test('users show: the record, and a clear error for an unknown user', async () => {
   await ok(['nodes', 'add', 'sync', 'https://show-node.example', '--capacity', '100']);
   const first = await login('bob@example.com');

@@ -16,6 +16,7 @@ import {
   reconcileNodes,
   releasedAvailable,
   serviceProblem,
+  nodeUrlForm,
   urlProblem,
 } from './rules.js';
 import type { NodeRecord } from './store.js';
@@ -105,14 +106,17 @@ test('serviceProblem and capacityProblem', () => {
 });
 
 test('urlProblem: absolute http(s) without trailing slash, query, fragment or credentials', () => {
-  for (const ok of ['https://node1.example.com', 'http://127.0.0.1:8080', 'https://example.com/storage']) assert.equal(urlProblem(ok), null, ok);
+  for (const ok of ['https://node1.example.com', 'http://127.0.0.1:8080', 'https://example.com/storage', 'http://[::1]:8000', 'https://xn--e1afmkfd.example', 'https://a-b.example/x/y']) {
+    assert.equal(urlProblem(ok), null, ok);
+  }
   const bad: Array<[string, RegExp]> = [
     ['', /1 to 2048/],
     ['https://' + 'a'.repeat(2048), /1 to 2048/],
-    ['node1.example.com', /absolute URL/],
+    ['node1.example.com', /absolute http or https URL/],
     ['ftp://node1.example.com', /http or https/],
-    ['https://node1.example.com/', /slash/],
-    [' https://node1.example.com', /spaces/],
+    ['https://node1.example.com/', /^url must not end with a slash: write it as https:\/\/node1\.example\.com$/],
+    ['https://node1.example.com/storage/', /slash: write it as https:\/\/node1\.example\.com\/storage$/],
+    [' https://node1.example.com', /must be written as https:\/\/node1\.example\.com,/],
     ['https://node1.example.com?x=1', /query or fragment/],
     ['https://node1.example.com?', /query or fragment/],
     ['https://node1.example.com#top', /query or fragment/],
@@ -123,6 +127,34 @@ test('urlProblem: absolute http(s) without trailing slash, query, fragment or cr
     assert.ok(problem instanceof BadRequest, url);
     assert.match(problem.message, why, url);
   }
+});
+
+test('urlProblem: text that parsers read differently is refused, naming the form it must take (the review\'s cases)', () => {
+  const cases: Array<[string, string]> = [
+    ['https://sync.exa\tmple.com', 'https://sync.example.com'],
+    ['https://sync.example\\@evil.example', 'https://sync.example/@evil.example'],
+    ['https://sync.example/%2e%2e', 'https://sync.example'],
+    ['https://sync.example/a/%2E%2e/b', 'https://sync.example/b'],
+    ['https://sync.example/.', 'https://sync.example'],
+    ['https://sync.example/a/./b', 'https://sync.example/a/b'],
+    ['https://0x7f.1', 'https://127.0.0.1'],
+    ['http://2130706433:8080', 'http://127.0.0.1:8080'],
+    ['HTTPS://sync.example', 'https://sync.example'],
+    ['https://Sync.Example', 'https://sync.example'],
+    ['https://sync.example:443', 'https://sync.example'],
+    ['https://\u0441ync.example', 'https://xn--ync-3ed.example'],
+    ['https://sync.example/a b', 'https://sync.example/a%20b'],
+    ['http://[0:0::1]', 'http://[::1]'],
+  ];
+  for (const [url, form] of cases) {
+    assert.equal(nodeUrlForm(new URL(url)), form, url);
+    const problem = urlProblem(url);
+    assert.ok(problem instanceof BadRequest, url);
+    assert.equal(problem.message, `url must be written as ${form}, the form every parser reads alike (its WHATWG serialisation), got ${JSON.stringify(url)}`);
+    assert.equal(urlProblem(form), null, `the named form is accepted: ${form}`);
+  }
+  const host = urlProblem('https://sync_node.example');
+  assert.match(host!.message, /^url's host must be letters, digits, '-' and '\.', or an IP address, got "sync_node\.example"$/);
 });
 
 test('nodeInputProblem: the first problem of service, url and (when given) capacity', () => {

@@ -1,7 +1,6 @@
 // Allocation rules (DESIGN §3 step 7) as pure functions: which nodes may take
 // a user, which one should, and how many slots to open when none is left.
-import { url } from '../../lib/config.js';
-import { BadRequest, ConfigError } from '../../lib/errors.js';
+import { BadRequest } from '../../lib/errors.js';
 import type { NodeRecord } from './store.js';
 
 /** A node may take a new user: slots left, room below capacity, up, not backing off. */
@@ -58,23 +57,46 @@ export function serviceProblem(service: string): BadRequest | null {
   return null;
 }
 
-/** A node URL as tokens and api_endpoint use it: absolute http(s), no trailing slash, query or fragment. */
+/**
+ * The form a node URL must be written in: its WHATWG serialisation (what
+ * `new URL(text).href` gives, as browsers, Node and the gateway read it),
+ * without the trailing slash of an empty path, as nodes are stored.
+ */
+export function nodeUrlForm(u: URL): string {
+  return u.href.replace(/\/+$/, '');
+}
+
+/** A host the URL may name: letters, digits, '-' and '.' (IPv4 too), or a bracketed IPv6 literal. */
+const NODE_HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])$/;
+
+/**
+ * A node URL as tokens and api_endpoint carry it (`nodes add` and `import`
+ * alike): http(s), no credentials, query or fragment, a host of letters,
+ * digits, '-' and '.' or an IP literal, and text that is exactly its
+ * serialisation (nodeUrlForm). Text that parsers read differently (a TAB
+ * inside the host, a backslash, dot segments, `%2e%2e`, a hex IPv4, an
+ * upper-case scheme, a Unicode host) is refused, naming the form it would
+ * have to take: a node is the same URL for every program that reads it.
+ */
 export function urlProblem(value: string): BadRequest | null {
   if (value === '' || value.length > MAX_URL) return new BadRequest('url must be 1 to 2048 characters');
-  let canonical: string;
+  let u: URL;
   try {
-    // The same check NODE_URL gets at the gateway, so a node we hand out is one a gateway accepts.
-    canonical = url({ url: value }, 'url');
-  } catch (err) {
-    if (err instanceof ConfigError) return new BadRequest(err.message);
-    throw err;
+    u = new URL(value);
+  } catch {
+    return new BadRequest(`url must be an absolute http or https URL, got ${JSON.stringify(value)}`);
   }
-  if (canonical !== value) return new BadRequest('url must not end with a slash or carry surrounding spaces');
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return new BadRequest(`url must be an http or https URL, got ${JSON.stringify(value)}`);
+  if (u.username || u.password) return new BadRequest('url must not carry credentials');
   // An empty query or fragment ('…?', '…#') parses as none, but would still end up in api_endpoint.
-  if (/[?#]/.test(value)) return new BadRequest('url must not carry a query or fragment');
-  const { username, password } = new URL(value);
-  if (username || password) return new BadRequest('url must not carry credentials');
-  return null;
+  if (u.search || u.hash || /[?#]/.test(value)) return new BadRequest('url must not carry a query or fragment');
+  if (!NODE_HOST.test(u.hostname)) {
+    return new BadRequest(`url's host must be letters, digits, '-' and '.', or an IP address, got ${JSON.stringify(u.hostname)}`);
+  }
+  const form = nodeUrlForm(u);
+  if (value === form) return null;
+  if (value.replace(/\/+$/, '') === form) return new BadRequest(`url must not end with a slash: write it as ${form}`);
+  return new BadRequest(`url must be written as ${form}, the form every parser reads alike (its WHATWG serialisation), got ${JSON.stringify(value)}`);
 }
 
 export function capacityProblem(capacity: number): BadRequest | null {
