@@ -172,7 +172,17 @@ test("Mozilla's combined server: 32 Firefox accounts log in, 12 change client st
   assert.deepEqual(rows.map((r) => [Number(r.n), Number(r.replaced)]), [[ACCOUNTS + CHANGERS, CHANGERS]]);
 });
 
-test("the README's move for the combined setup: our login with Mozilla's settings, syncserver storage-only on the same database and secret, import, /1.0/ to our login", async (t) => {
+/** Mozilla's tokenserver database as the README's import names it: the password goes in PGPASSWORD. */
+function importSource(): { from: string; env: Record<string, string> } {
+  const source = new URL(tokenDb!.url);
+  const password = decodeURIComponent(source.password);
+  source.password = '';
+  return { from: source.href, env: { PGPASSWORD: password } };
+}
+
+let importOutput = '';
+
+test("the README's move, steps 1 and 2: our login started with Mozilla's settings, Mozilla's syncserver restarted storage-only on the same database, secret and URL", async (t) => {
   if (skip) return t.skip(skip);
   assert.equal(accounts.length, ACCOUNTS, 'the traffic before the move ran');
   // 1. Ours, with every setting set before it starts; nobody reaches it yet. `npm start` registers
@@ -186,29 +196,40 @@ test("the README's move for the combined setup: our login with Mozilla's setting
   mozilla = await startSyncServer({ ...mozilla!.settings, tokenserver: undefined });
   const pending = await httpRequest(tokenServerUrl());
   assert.equal(pending.status, 404, 'until the proxy routes /1.0/ to our login, no token server answers there');
+});
 
-  // 3. Import (the password in PGPASSWORD, not on the command line, where `ps` would show it).
-  const source = new URL(tokenDb!.url);
-  const password = decodeURIComponent(source.password);
-  source.password = '';
-  const from = source.href;
-  // Our OAUTH_EMAIL_DOMAIN left at its default: every account would start over, so import refuses, naming both.
-  const mismatched = await cli(['import', '--from', from, '--dry-run'], { PGPASSWORD: password, OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com' });
+test("import refuses, naming both domains, when our OAUTH_EMAIL_DOMAIN is not Mozilla's fxa_email_domain", async (t) => {
+  if (skip) return t.skip(skip);
+  assert.ok(ours, 'steps 1 and 2 ran');
+  const { from, env } = importSource();
+  // Left at its default, every account would start over at its next login with a new uid and empty storage.
+  const mismatched = await cli(['import', '--from', from, '--dry-run'], { ...env, OAUTH_EMAIL_DOMAIN: 'api.accounts.firefox.com' });
   assert.notEqual(mismatched.code, 0, mismatched.text);
   assert.match(mismatched.stderr, /api\.accounts\.sync\.example/, mismatched.text);
   assert.match(mismatched.stderr, /api\.accounts\.firefox\.com/, mismatched.text);
-  const dry = await cli(['import', '--from', from, '--dry-run'], { PGPASSWORD: password });
+});
+
+test("the README's move, steps 3 and 4: import (dry run, run, run again), then /1.0/ routed to our login at the proxy", async (t) => {
+  if (skip) return t.skip(skip);
+  assert.ok(ours, 'steps 1 and 2 ran');
+  // 3. Import (the password in PGPASSWORD, not on the command line, where `ps` would show it).
+  const { from, env } = importSource();
+  const dry = await cli(['import', '--from', from, '--dry-run'], env);
   assert.equal(dry.code, 0, dry.text);
-  const imported = await cli(['import', '--from', from], { PGPASSWORD: password });
+  const imported = await cli(['import', '--from', from], env);
   assert.equal(imported.code, 0, imported.text);
+  importOutput = imported.text;
   assert.match(imported.stdout, new RegExp(`\\b${ACCOUNTS}\\b`), imported.text);
-  // What to set on login, from Mozilla's data: the node type its answers carried.
-  assert.match(imported.stdout, new RegExp(`NODE_TYPE=${NODE_TYPE}\\b`), imported.text);
-  const again = await cli(['import', '--from', from], { PGPASSWORD: password });
+  const again = await cli(['import', '--from', from], env);
   assert.equal(again.code, 0, again.text);
 
   // 4. The proxy sends /1.0/ to our login; everything else stays with the node. The URL is the same.
   proxy!.route = (p) => (p.startsWith('/1.0/') ? ours!.loginUrl : mozilla!.url);
+});
+
+test('import prints the NODE_TYPE to set on login', async (t) => {
+  if (skip) return t.skip(skip);
+  assert.match(importOutput, new RegExp(`NODE_TYPE=${NODE_TYPE}\\b`), importOutput);
 });
 
 test('every account: the same uid and api_endpoint at the same URL, the same hashed_fxa_uid, its data back; tokens issued before the switch still work', async (t) => {
