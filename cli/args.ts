@@ -326,17 +326,37 @@ export const COMMANDS: CommandSpec[] = [
     args: [],
     summary: "copy a Mozilla tokenserver's nodes and users (MySQL or PostgreSQL) into these stores, keeping every uid",
     options: {
-      from: { type: 'string', value: 'URL', description: "Mozilla's tokenserver database: mysql://USER:PASSWORD@HOST/DB or postgres://…", required: true },
+      from: {
+        type: 'string',
+        value: 'URL',
+        description: "Mozilla's tokenserver database: mysql://USER@HOST/DB (password in MYSQL_PWD) or postgres://USER@HOST/DB (PGPASSWORD)",
+        required: true,
+      },
       service: { type: 'string', value: 'NAME', description: `Mozilla's service to copy (default ${DEFAULT_MOZILLA_SERVICE})` },
       app: { type: 'string', value: 'APP', description: 'our application for it (default: the service without its version, e.g. sync)' },
       'dry-run': { type: 'boolean', description: 'report what would be imported, change nothing' },
+      'any-email-domain': {
+        type: 'boolean',
+        description: 'import accounts of e-mail domains other than OAUTH_EMAIL_DOMAIN too (BrowserID-era accounts that log in under their own address)',
+      },
     },
     needs: ['directory', 'nodeassign'],
-    build: (_a, o) => {
+    build: (_a, o, env) => {
       const from = required('--from', typeof o.from === 'string' ? o.from : undefined);
       if (!sourceKind(from)) throw new UsageError('--from: expected a mysql:// or postgres:// URL');
       const service = typeof o.service === 'string' && o.service !== '' ? o.service : DEFAULT_MOZILLA_SERVICE;
-      return { kind: 'import', from, service, app: appArg(typeof o.app === 'string' ? o.app : appOf(service)), dryRun: o['dry-run'] === true };
+      // The password from the environment (MYSQL_PWD, PGPASSWORD, as their own clients take it), so it is never on a command line.
+      const password = (sourceKind(from) === 'mysql' ? env.MYSQL_PWD : env.PGPASSWORD) || undefined;
+      return {
+        kind: 'import',
+        from,
+        password,
+        service,
+        app: appArg(typeof o.app === 'string' ? o.app : appOf(service)),
+        dryRun: o['dry-run'] === true,
+        emailDomain: domain(env, 'OAUTH_EMAIL_DOMAIN', DEFAULTS.OAUTH_EMAIL_DOMAIN),
+        anyEmailDomain: o['any-email-domain'] === true,
+      };
     },
   },
   {

@@ -4,6 +4,11 @@ import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from '../services/directory/rule
 import {
   accounts,
   appOf,
+  duplicateUidProblem,
+  emailDomainProblem,
+  EmailSurvey,
+  loginSettings,
+  uidRangeProblem,
   emptySummary,
   formatImport,
   importFailed,
@@ -12,6 +17,8 @@ import {
   progressLine,
   redactUrl,
   resolveAccount,
+  slotsPassedOn,
+  withPassword,
   RowProblem,
   summaryLine,
   type MozillaUser,
@@ -139,6 +146,39 @@ test('resolveAccount: of several live rows the highest generation wins, then the
   assert.equal(resolveAccount([row({ uid: 41 }), row({ uid: 40 })], 'sync', nodeUrl).user.uid, 41, 'then the higher uid');
 });
 
+test('slotsPassedOn: a row followed (by creation) by a row of the account on the same node passed its slot on', () => {
+  const rows = [
+    row({ uid: 3, createdAt: 3000, nodeid: 2 }),
+    row({ uid: 1, createdAt: 1000, nodeid: 1 }),
+    row({ uid: 2, createdAt: 2000, nodeid: 1 }),
+    row({ uid: 4, createdAt: 4000, nodeid: 2 }),
+  ];
+  assert.deepEqual([...slotsPassedOn(rows)].sort(), [1, 3], 'uid 2 moved to node 2 (a new allocation there), uid 4 is the last');
+  assert.deepEqual([...slotsPassedOn([row()])], []);
+  assert.deepEqual([...slotsPassedOn([row({ uid: 6, createdAt: 5 }), row({ uid: 5, createdAt: 5 })])], [5], 'same time: by uid');
+});
+
+test('resolveAccount: a replaced uid on the node its next row took is released (Mozilla counted one slot), others hold theirs', () => {
+  const rows = [
+    row({ uid: 10, clientState: 'aa', createdAt: 1000, replacedAt: 2000, nodeid: 1 }),
+    row({ uid: 11, clientState: 'bb', createdAt: 2000, replacedAt: 3000, nodeid: 2 }),
+    row({ uid: 12, clientState: 'cc', createdAt: 3000, replacedAt: 4000, nodeid: 2 }),
+    row({ uid: 13, clientState: 'dd', createdAt: 4000, nodeid: 2 }),
+  ];
+  assert.deepEqual(
+    resolveAccount(rows, 'sync', nodeUrl).user.replaced.map((r) => [r.uid, r.released]),
+    [
+      [10, false],
+      [11, true],
+      [12, true],
+    ],
+  );
+  const retired = rows.map((r) => ({ ...r, generation: 'retired' as const, replacedAt: r.replacedAt ?? 5000 }));
+  assert.deepEqual(resolveAccount(retired, 'sync', nodeUrl).user.replaced.map((r) => r.released), [false, true, true, false], 'a deleted account\'s last row holds its slot');
+  const gone = [row({ uid: 20, createdAt: 1, replacedAt: 2, nodeid: 9 }), row({ uid: 21, createdAt: 2, nodeid: 9 })];
+  assert.deepEqual(resolveAccount(gone, 'sync', nodeUrl).user.replaced, [{ uid: 20, node: '', replacedAt: 2, released: false }], 'no node, no slot');
+});
+
 test('resolveAccount: seen states leave out the empty state, the current one and repeats', () => {
   const rows = [
     row({ uid: 5, clientState: 'cc', createdAt: 50 }),
@@ -208,6 +248,25 @@ test('accounts: consecutive rows of one e-mail come out together', async () => {
   for await (const g of accounts(none())) assert.fail(`no group expected, got ${JSON.stringify(g)}`);
 });
 
+test('withPassword: MYSQL_PWD / PGPASSWORD go into a URL that has a user and no password, encoded; nothing else changes', () => {
+  assert.equal(withPassword('mysql://ts@db.example/tokenserver', 'p@ss:w/rd%'), 'mysql://ts:p%40ss%3Aw%2Frd%25@db.example/tokenserver');
+  assert.equal(new URL(withPassword('mysql://ts@db/t', 'p@ss:w/rd%')).password, 'p%40ss%3Aw%2Frd%25');
+  assert.equal(withPassword('mysql://ts:given@db/t', 'env'), 'mysql://ts:given@db/t', 'a password in the URL wins');
+  assert.equal(withPassword('mysql://ts@db/t', undefined), 'mysql://ts@db/t');
+  assert.equal(withPassword('mysql://ts@db/t', ''), 'mysql://ts@db/t');
+  assert.equal(withPassword('mysql://db/t', 'env'), 'mysql://db/t', 'no user: nothing to attach it to');
+  assert.equal(withPassword('not a url', 'env'), 'not a url');
+});
+
+test('parseCli import: the password comes from MYSQL_PWD (mysql://) or PGPASSWORD (postgres://), never needed in --from', async () => {
+  const { parseCli } = await import('./args.js');
+  const env = { INTERNAL_SECRET: 'x'.repeat(48) };
+  const my = parseCli(['import', '--from', 'mysql://ts@db/t'], { ...env, MYSQL_PWD: 'pw1', PGPASSWORD: 'pw2' }) as { command: { password?: string } };
+  const pg = parseCli(['import', '--from', 'postgres://ts@db/t'], { ...env, MYSQL_PWD: 'pw1', PGPASSWORD: 'pw2' }) as { command: { password?: string } };
+  const none = parseCli(['import', '--from', 'mysql://ts@db/t'], env) as { command: { password?: string } };
+  assert.deepEqual([my.command.password, pg.command.password, none.command.password], ['pw1', 'pw2', undefined]);
+});
+
 test('redactUrl hides the password only', () => {
   assert.equal(redactUrl('mysql://user:s3cret@db.example:3306/tokenserver'), 'mysql://user:***@db.example:3306/tokenserver');
   assert.equal(redactUrl('postgres://user@db/ts'), 'postgres://user@db/ts');
@@ -229,7 +288,7 @@ test('formatImport and summaryLine: what changed, what would, nothing, and what 
   s.uidCounter = { previous: 0, current: 90 };
   assert.equal(summaryLine(s), 'imported 0 accounts and 0 nodes of sync-1.5', 'a raised counter is a change');
   Object.assign(s, { accounts: 3, rows: 5, retired: 1, replacedUids: 2, replacedDropped: 4 });
-  s.users = { created: 1, unchanged: 0, kept: 1, invalid: 1 };
+  s.users = { created: 1, unchanged: 0, kept: 1, invalid: 1, conflict: 0 };
   s.nodes = { created: 1, updated: 0, unchanged: 0, invalid: 0 };
   s.problems = [{ what: 'k@x', uids: [4, 5], result: 'kept', detail: 'it stays' }];
   const text = formatImport(s);
@@ -239,9 +298,75 @@ test('formatImport and summaryLine: what changed, what would, nothing, and what 
   assert.match(text, /\n {2}4 oldest replaced uids beyond the 100 a record keeps were left out/);
   assert.match(text, /\n {2}kept: k@x \(uid 4, 5\): it stays\n {2}… and 1 more\n/);
   assert.match(text, /\nimported 1 account and 1 node of sync-1\.5; 2 accounts and 0 nodes not imported \(listed above\)\n$/);
-  const dry = formatImport({ ...s, dryRun: true, problems: [], users: { created: 2, unchanged: 0, kept: 0, invalid: 0 } });
+  const dry = formatImport({ ...s, dryRun: true, problems: [], users: { created: 2, unchanged: 0, kept: 0, invalid: 0, conflict: 0 } });
   assert.match(dry, /^dry run: nothing written\. /);
   assert.match(dry, /nodes: 1 would be created/);
   assert.match(dry, /uid counter: 0 → 90 \(would be\)/);
   assert.match(dry, /\nwould import 2 accounts and 1 node of sync-1\.5\n$/);
+});
+
+test('EmailSurvey: rows per domain as login spells it; only addresses some row spells otherwise are remembered', () => {
+  const survey = new EmailSurvey();
+  for (const email of ['a@api.accounts.firefox.com', 'b@API.Accounts.Firefox.com', 'zo\u00eb@x.example', 'zoe\u0308@x.example', 'Bob@x.example', 'bob@x.example']) survey.add(email);
+  assert.deepEqual([...survey.domains], [
+    ['api.accounts.firefox.com', 2],
+    ['x.example', 4],
+  ]);
+  assert.deepEqual([...survey.respelled].sort(), ['b@api.accounts.firefox.com', 'zo\u00eb@x.example'], 'the local part keeps its case: Bob and bob are two accounts');
+});
+
+test('emailDomainProblem: another domain than OAUTH_EMAIL_DOMAIN is refused naming both, unless --any-email-domain', () => {
+  const fxa = 'api.accounts.firefox.com';
+  assert.equal(emailDomainProblem(new Map([[fxa, 30]]), fxa, false), null);
+  assert.equal(emailDomainProblem(new Map(), fxa, false), null, 'no accounts');
+  const only = emailDomainProblem(new Map([['accounts.example.org', 32]]), fxa, false);
+  assert.match(only!, /^the accounts carry the e-mail domain accounts\.example\.org \(32 rows\), but OAUTH_EMAIL_DOMAIN is api\.accounts\.firefox\.com: /);
+  assert.match(only!, /Set OAUTH_EMAIL_DOMAIN to Mozilla's fxa_email_domain/);
+  const mixed = emailDomainProblem(new Map([[fxa, 3], ['b.example', 1], ['a.example', 2]]), fxa, false);
+  assert.match(mixed!, /domain a\.example \(2 rows\), b\.example \(1 row\), but OAUTH_EMAIL_DOMAIN is api\.accounts\.firefox\.com \(3 rows of api\.accounts\.firefox\.com\)/);
+  assert.match(mixed!, /--any-email-domain$/);
+  assert.equal(emailDomainProblem(new Map([['a.example', 2]]), fxa, true), null);
+  const many = emailDomainProblem(new Map(Array.from({ length: 7 }, (_, i) => [`d${i}.example`, 1] as [string, number])), fxa, false);
+  assert.match(many!, /, … 2 more, but/);
+});
+
+test('uidRangeProblem: a source uid above 2^52 is refused, naming it exactly (beyond 2^53 too)', () => {
+  assert.equal(uidRangeProblem(0n), null);
+  assert.equal(uidRangeProblem(2n ** 52n), null);
+  assert.match(uidRangeProblem(9007199254740990n)!, /^the source holds uid 9007199254740990, above 4503599627370496/);
+  assert.match(uidRangeProblem(2n ** 63n - 1n)!, /uid 9223372036854775807,/);
+});
+
+test('duplicateUidProblem: uids on several rows are named', () => {
+  assert.equal(duplicateUidProblem([]), null);
+  assert.match(duplicateUidProblem(['60', '61'])!, /^the source has uid 60, 61 on more than one row: each uid must be one account's\. Nothing was written/);
+});
+
+test('formatImport: several spellings of one e-mail are reported as replaced uids, and the login settings to set are printed', () => {
+  const s = emptySummary('mysql://u:***@db/ts', 'sync-1.5', 'sync', false, loginSettings('api.accounts.firefox.com'));
+  s.accounts = 1;
+  s.rows = 2;
+  s.users.created = 1;
+  s.respelled = 1;
+  s.respelledAccounts = [{ email: 'zo\u00eb@x.example', spellings: ['zo\u00eb@x.example', 'zoe\u0308@x.example'], uid: 101, replacedUids: [100] }];
+  const text = formatImport(s);
+  assert.match(text, /\n {2}1 with rows under several spellings of one e-mail \(domain case, Unicode form\): the current row kept, the others' uids replaced\n/);
+  assert.match(text, /\n {4}zo\u00eb@x\.example \(uid 101\): "zo\u00eb@x\.example", "zoe\u0308@x\.example"; replaced uids 100\n/);
+  assert.doesNotMatch(text, /kept:/);
+  assert.match(text, /\nset on login before it starts:\n {2}OAUTH_EMAIL_DOMAIN: api\.accounts\.firefox\.com\n {2}METRICS_HASH_SECRET: Mozilla's fxa_metrics_hash_secret .*\n {2}NODE_TYPE: Mozilla's node_type .*e\.g\. mysql.*\nimported 1 account/);
+  assert.equal(importFailed(s), false);
+  s.users.conflict = 1;
+  assert.equal(importFailed(s), true, 'a conflict fails the run');
+});
+
+test('resolveAccount: rows of one address under several spellings are one account; Mozilla\'s current row wins, the others are replaced', () => {
+  const nfc = 'zo\u00eb@x.example';
+  const rows = [
+    row({ uid: 100, email: nfc, generation: 5, clientState: 'aa', createdAt: 1000 }),
+    row({ uid: 101, email: 'zoe\u0308@X.Example', generation: 7, clientState: 'bb', createdAt: 900, nodeid: 2 }),
+  ];
+  const { user, severalLive } = resolveAccount(rows, 'sync', nodeUrl);
+  assert.deepEqual([user.email, user.uid, user.node, user.clientState, user.seenClientStates], [nfc, 101, 'https://b.example.com', 'bb', ['aa']]);
+  assert.deepEqual(user.replaced, [{ uid: 100, node: 'https://a.example.com', replacedAt: 900, released: false }]);
+  assert.equal(severalLive, true);
 });

@@ -12,10 +12,14 @@ export interface MozillaSource {
   nodes(serviceId: number): Promise<RawNode[]>;
   /** How many users rows the service has, for the progress bar. */
   userRows(serviceId: number): Promise<number>;
-  /** The highest uid of any service: uids are one sequence there as here. */
-  maxUid(): Promise<number>;
+  /** The highest uid of any service (0 when none): uids are one sequence there as here. Exact, beyond 2^53 too. */
+  maxUid(): Promise<bigint>;
   /** The service's users rows, ordered by e-mail. */
   users(serviceId: number): AsyncIterable<RawUser>;
+  /** The service's e-mails, one per row, streamed. */
+  emails(serviceId: number): AsyncIterable<{ email: string }>;
+  /** Uids held by more than one row (of any service), at most `limit`: Mozilla's primary key forbids them, a hand-made table may not. */
+  duplicateUids(limit: number): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -52,7 +56,7 @@ type Rows = Array<Record<string, unknown>>;
 function mozillaSource(
   placeholder: string,
   query: (sql: string, params?: unknown[]) => Promise<Rows>,
-  stream: (sql: string, params: unknown[]) => AsyncIterable<RawUser>,
+  stream: <R>(sql: string, params: unknown[]) => AsyncIterable<R>,
   close: () => Promise<void>,
 ): MozillaSource {
   return {
@@ -70,10 +74,20 @@ function mozillaSource(
       return asNumber((await query(`SELECT count(*) AS n FROM users WHERE service = ${placeholder}`, [serviceId]))[0].n);
     },
     async maxUid() {
-      return asNumber((await query('SELECT max(uid) AS m FROM users'))[0].m);
+      const m = (await query('SELECT max(uid) AS m FROM users'))[0].m;
+      return m === null || m === undefined ? 0n : BigInt(m as string | number | bigint);
     },
     users(serviceId) {
-      return stream(`SELECT ${USERS_COLUMNS} FROM users WHERE service = ${placeholder} ORDER BY email, created_at`, [serviceId]);
+      return stream<RawUser>(`SELECT ${USERS_COLUMNS} FROM users WHERE service = ${placeholder} ORDER BY email, created_at`, [serviceId]);
+    },
+    emails(serviceId) {
+      // Not DISTINCT: MySQL's usual collations call 'a@X.example' and 'a@x.example' equal and would keep one spelling.
+      return stream<{ email: string }>(`SELECT email FROM users WHERE service = ${placeholder}`, [serviceId]);
+    },
+    async duplicateUids(limit) {
+      // As text: a uid beyond 2^53 must not round onto another.
+      const rows = await query(`SELECT uid FROM users GROUP BY uid HAVING count(*) > 1 ORDER BY uid LIMIT ${Number(limit)}`);
+      return rows.map((r) => String(r.uid));
     },
     close,
   };
@@ -90,7 +104,7 @@ async function openPostgres(url: string): Promise<MozillaSource> {
     '$1',
     async (sql, params) => (await client.query(sql, params)).rows,
     // A cursor: the server hands the rows over FETCH_ROWS at a time, as the consumer reads them.
-    (sql, params) => client.query(new QueryStream(sql, params, { batchSize: FETCH_ROWS, highWaterMark: FETCH_ROWS })) as AsyncIterable<RawUser>,
+    <R>(sql: string, params: unknown[]) => client.query(new QueryStream(sql, params, { batchSize: FETCH_ROWS, highWaterMark: FETCH_ROWS })) as AsyncIterable<R>,
     () => client.end(),
   );
 }
@@ -106,7 +120,7 @@ async function openMysql(url: string): Promise<MozillaSource> {
     '?',
     async (sql, params) => (await db.query(sql, params))[0] as Rows,
     // Rows arrive as the server sends them; the stream pauses the socket while the consumer is busy.
-    (sql, params) => conn.query(sql, params).stream({ highWaterMark: FETCH_ROWS }) as Readable & AsyncIterable<RawUser>,
+    <R>(sql: string, params: unknown[]) => conn.query(sql, params).stream({ highWaterMark: FETCH_ROWS }) as Readable & AsyncIterable<R>,
     () => db.end(),
   );
 }

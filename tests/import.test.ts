@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { runCli } from '../cli/run.js';
 import { httpRequest } from '../services/login/testkit.js';
 import { accessToken, keyIdHeader, signingKey, writeJwks, type SigningKey } from './support/oauth.js';
 import { newSecret } from './support/services.js';
@@ -126,7 +127,8 @@ async function cli(f: Fixture, argv: string[], o: { tty?: boolean } = {}) {
   return run;
 }
 
-const importArgs = (f: Fixture, ...more: string[]) => ['import', '--from', f.server.url, ...more];
+// The fixture's BrowserID-era accounts have addresses of their own besides the FxA ones.
+const importArgs = (f: Fixture, ...more: string[]) => ['import', '--from', f.server.url, '--any-email-domain', ...more];
 
 async function user(f: Fixture, email: string) {
   const r = await cli(f, ['users', 'show', APP, email, '--json']);
@@ -177,12 +179,36 @@ function importSuite(start: () => Promise<Started>, label: string): void {
       assert.equal(r.json.dryRun, true);
       assert.equal(r.json.accounts, ACCOUNTS);
       assert.equal(r.json.rows, BULK + 10);
-      assert.deepEqual(r.json.users, { created: ACCOUNTS, unchanged: 0, kept: 0, invalid: 0 });
+      assert.deepEqual(r.json.users, { created: ACCOUNTS, unchanged: 0, kept: 0, invalid: 0, conflict: 0 });
       assert.deepEqual(r.json.nodes, { created: 1, updated: 1, unchanged: 0, invalid: 1 });
       assert.deepEqual(r.json.uidCounter, { previous: 0, current: HIGHEST_UID });
       assert.equal(await user(f, 'alice@example.com'), null);
       assert.equal(await liveUsers(f), 0);
       assert.match((await cli(f, importArgs(f, '--dry-run'))).stdout, /^dry run: nothing written\. .*\*\*\*@127\.0\.0\.1/);
+    });
+
+    it('the password comes from MYSQL_PWD / PGPASSWORD, so --from carries none; without it MariaDB refuses', async (f) => {
+      const u = new URL(f.server.url);
+      const password = decodeURIComponent(u.password);
+      assert.ok(password !== '', 'the test server checks a password');
+      u.password = '';
+      const variable = f.server.name === 'MariaDB' ? 'MYSQL_PWD' : 'PGPASSWORD';
+      const run = async (env: Record<string, string>) => {
+        let stdout = '';
+        let stderr = '';
+        const argv = ['import', '--from', u.toString(), '--any-email-domain', '--dry-run', '--json'];
+        const code = await runCli(argv, { ...cliEnv(f.stack), ...env }, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t) });
+        assert.ok(!argv.join(' ').includes(password) && !stdout.includes(password) && !stderr.includes(password), 'the password is in no argument and no output');
+        return { code, stdout, stderr };
+      };
+      const withIt = await run({ [variable]: password });
+      assert.equal(JSON.parse(withIt.stdout).accounts, ACCOUNTS, withIt.stderr);
+      // The test PostgreSQL trusts loopback; MariaDB checks the password.
+      if (f.server.name === 'MariaDB') {
+        const without = await run({});
+        assert.equal(without.code, 1);
+        assert.match(without.stderr, /^error: cannot read .*Access denied/);
+      }
     });
 
     it('an import killed halfway through (the real entry point, SIGKILL) finishes on the next run without duplicates', async (f) => {
@@ -226,7 +252,7 @@ function importSuite(start: () => Promise<Started>, label: string): void {
       assert.match(r.stderr, /\r\[#{30}\] 100% {2}20010\/20010 rows/);
       assert.match(r.stderr, /\r\x1b\[K$/, 'the bar is cleared at the end');
       const json = (await cli(f, importArgs(f, '--json'))).json;
-      assert.deepEqual(json.users, { created: 0, unchanged: ACCOUNTS, kept: 0, invalid: 0 });
+      assert.deepEqual(json.users, { created: 0, unchanged: ACCOUNTS, kept: 0, invalid: 0, conflict: 0 });
       // Another of Mozilla's services, as an application of its own: only its rows.
       const other = await cli(f, importArgs(f, '--service', 'sync-1.1', '--app', 'sync-old'));
       assert.equal(other.code, 0, other.stdout);
@@ -308,5 +334,262 @@ function importSuite(start: () => Promise<Started>, label: string): void {
   });
 }
 
+
+// ---- crafted sources (the security review's rows), each into a store of its own ----
+
+const FXA = 'api.accounts.firefox.com';
+
+interface CraftedRow {
+  uid: number | string;
+  email: string;
+  generation?: number;
+  state?: string;
+  created: number;
+  replaced?: number | null;
+  node: number;
+}
+
+type Database = Awaited<ReturnType<SqlServer['database']>>;
+
+/** A database of Mozilla's schema (without the uid primary key when `uidKey` is false), its nodes and rows. */
+async function craftedSource(server: SqlServer, name: string, nodes: Array<{ id: number; url: string; load: number }>, rows: CraftedRow[], uidKey = true): Promise<Database> {
+  const db = await server.database(name);
+  const p = (i: number) => (db.name === 'PostgreSQL' ? `$${i}` : '?');
+  for (let sql of SCHEMA[db.name as keyof typeof SCHEMA]) {
+    if (!uidKey) {
+      sql = sql.replace('uid BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY', 'uid BIGINT NOT NULL').replace('uid BIGINT NOT NULL AUTO_INCREMENT', 'uid BIGINT NOT NULL').replace('PRIMARY KEY (uid), ', '');
+    }
+    await db.query(sql);
+  }
+  await db.query(`INSERT INTO services (id, service, pattern) VALUES (3, 'sync-1.5', '{node}/1.5/{uid}')`);
+  for (const n of nodes) {
+    await db.query(`INSERT INTO nodes (id, service, node, available, current_load, capacity, downed, backoff) VALUES (${p(1)}, 3, ${p(2)}, 10, ${p(3)}, 1000, 0, 0)`, [n.id, n.url, n.load]);
+  }
+  for (const r of rows) {
+    await db.query(
+      `INSERT INTO users (uid, service, email, generation, client_state, created_at, replaced_at, nodeid, keys_changed_at) VALUES (${[1, 2, 3, 4, 5, 6, 7, 8].map(p).join(', ')}, NULL)`,
+      [r.uid, 3, r.email, r.generation ?? 1, r.state ?? hex(String(r.uid).slice(-1)), r.created, r.replaced ?? null, r.node],
+    );
+  }
+  return db;
+}
+
+/** The CLI against `stack` with `env` added (runCli, in this process). */
+async function cliWith(stack: TestStack, argv: string[], env: Record<string, string> = {}) {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, { ...cliEnv(stack), ...env }, { stdout: (t) => (stdout += t), stderr: (t) => (stderr += t) });
+  let json;
+  try {
+    json = JSON.parse(stdout);
+  } catch {
+    json = undefined;
+  }
+  return { code, stdout, stderr, json };
+}
+
+async function everyUser(stack: TestStack): Promise<Array<{ email: string; uid: number; replaced: Array<{ uid: number }> }>> {
+  return (await cliWith(stack, ['users', 'list', APP, '--limit', '1000', '--json'])).json.users;
+}
+
+function craftedSuite(start: () => Promise<Started>, label: string): void {
+  describe(`cli import of crafted ${label} rows`, () => {
+    let server: SqlServer | undefined;
+    let skip = '';
+    const stacks: TestStack[] = [];
+    before(async () => {
+      const started = await start();
+      if ('skip' in started) {
+        skip = started.skip;
+        console.log(`# cli import of crafted ${label} rows: skipped: ${skip}`);
+        return;
+      }
+      server = started.server;
+    });
+    after(async () => {
+      for (const s of stacks) await s.close();
+      await server?.stop();
+    });
+    const it = (title: string, fn: (server: SqlServer, stack: TestStack) => Promise<void>) =>
+      test(title, async (t) => {
+        if (!server) return t.skip(skip);
+        const stack = await startTestStack();
+        stacks.push(stack);
+        await fn(server, stack);
+      });
+    const imp = (stack: TestStack, db: Database, ...more: string[]) => cliWith(stack, ['import', '--from', db.url, ...more]);
+
+    it('two sources sharing uids: the second import is refused, naming each uid and its holder, and writes nothing', async (server, stack) => {
+      const one = await craftedSource(server, 'shared_one', [{ id: 1, url: stack.gatewayUrl, load: 2 }], [
+        { uid: 17, email: `alice@${FXA}`, created: T, node: 1 },
+        { uid: 18, email: `alice2@${FXA}`, created: T, node: 1 },
+      ]);
+      const first = await imp(stack, one, '--json');
+      assert.equal(first.code, 0, first.stderr + first.stdout);
+      assert.equal(first.json.users.created, 2);
+      // With an account of its own (carol) and another load on the node: neither may be written either.
+      const two = await craftedSource(server, 'shared_two', [{ id: 5, url: stack.gatewayUrl, load: 3 }], [
+        { uid: 17, email: `bob@${FXA}`, created: T, node: 5 },
+        { uid: 18, email: `bob2@${FXA}`, created: T, replaced: T + 5, node: 5 },
+        { uid: 19, email: `bob2@${FXA}`, created: T + 5, node: 5 },
+        { uid: 20, email: `carol@${FXA}`, created: T, node: 5 },
+      ]);
+      const before = await everyUser(stack);
+      const nodesBefore = (await cliWith(stack, ['nodes', 'list', APP, '--json'])).json.nodes;
+      for (const dry of [['--dry-run', '--json'], []]) {
+        const second = await imp(stack, two, ...dry);
+        assert.equal(second.code, 1, second.stdout + second.stderr);
+        const out =
+          dry.length > 0 ? second.json.problems.map((p: { what: string; result: string; detail: string }) => `${p.result} ${p.what}: ${p.detail}`).join('\n') : second.stderr;
+        if (dry.length > 0) assert.equal(second.json.users.conflict, 2);
+        assert.match(out, new RegExp(`bob@${FXA}: uid 17 is another account's here \\(sync alice@${FXA}\\)`));
+        assert.match(out, new RegExp(`bob2@${FXA}: uid 18 is another account's here \\(sync alice2@${FXA}\\)`));
+        if (dry.length === 0) assert.match(second.stderr, /^error: 2 accounts of .* would share a uid with another account here; nothing was written/);
+      }
+      assert.deepEqual(await everyUser(stack), before, 'no account written');
+      assert.deepEqual((await cliWith(stack, ['nodes', 'list', APP, '--json'])).json.nodes, nodesBefore, 'no node written');
+      // Alice still logs in as uid 17, and a new account gets a uid above every imported one.
+      const alice = await stack.login(`alice@${FXA}`, { generation: 1, clientState: hex('7') });
+      assert.equal(alice.json.uid, 17, alice.text);
+      assert.equal((await stack.login(`new@${FXA}`)).json.uid, 19, 'the refused import did not move the counter (20 would be its highest)');
+      // Nothing of the second source is due for purge: uid 18 stays alice2's.
+      assert.deepEqual((await cliWith(stack, ['users', 'purge', '--grace', '0', '--dry-run', '--json'])).json.wouldPurge, []);
+    });
+
+    it('one source with uid 60 under two e-mails is refused before anything is written', async (server, stack) => {
+      const db = await craftedSource(
+        server,
+        'dup_uid',
+        [{ id: 1, url: stack.gatewayUrl, load: 2 }],
+        [
+          { uid: 60, email: `carol@${FXA}`, created: T, node: 1 },
+          { uid: 60, email: `dave@${FXA}`, created: T, node: 1 },
+          { uid: 61, email: `erin@${FXA}`, created: T, node: 1 },
+        ],
+        false,
+      );
+      const r = await imp(stack, db);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /^error: the source has uid 60 on more than one row: each uid must be one account's\. Nothing was written/);
+      assert.deepEqual(await everyUser(stack), []);
+    });
+
+    it('a uid at 9007199254740990 is refused, naming it; the counter and the store stay as they were', async (server, stack) => {
+      const db = await craftedSource(server, 'huge_uid', [{ id: 1, url: stack.gatewayUrl, load: 2 }], [
+        { uid: 5, email: `frank@${FXA}`, created: T, node: 1 },
+        { uid: '9007199254740990', email: `grace@${FXA}`, created: T, node: 1 },
+      ]);
+      const r = await imp(stack, db);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /^error: the source holds uid 9007199254740990, above 4503599627370496, the highest uid an import may bring/);
+      assert.deepEqual(await everyUser(stack), []);
+      const fresh = await stack.login(`new@${FXA}`);
+      assert.equal(fresh.json.uid, 1, fresh.text);
+      assert.equal((await cliWith(stack, ['users', 'list', APP, '--json'])).code, 0);
+    });
+
+    it('node URLs that parsers read differently are not imported, each named with the form it must take; their users get a node at login', async (server, stack) => {
+      const bad = [
+        'https://sync.exa\tmple',
+        'https://sync.example\\@evil.example',
+        'https://sync.example/%2e%2e',
+        'https://sync.example/.',
+        'https://0x7f.1',
+        'HTTPS://sync.example',
+        'https://\u0441ync.example',
+      ];
+      const forms = ['https://sync.example', 'https://sync.example/@evil.example', 'https://sync.example', 'https://sync.example', 'https://127.0.0.1', 'https://sync.example', 'https://xn--ync-3ed.example'];
+      const db = await craftedSource(
+        server,
+        'bad_urls',
+        [{ id: 1, url: stack.gatewayUrl, load: 1 }, ...bad.map((url, i) => ({ id: 10 + i, url, load: 1 }))],
+        [{ uid: 30, email: `ok@${FXA}`, created: T, node: 1 }, ...bad.map((_, i) => ({ uid: 40 + i, email: `u${i}@${FXA}`, created: T, node: 10 + i }))],
+      );
+      const r = await imp(stack, db, '--json');
+      assert.equal(r.code, 1, 'the invalid nodes are reported: exit 1');
+      assert.deepEqual(r.json.nodes, { created: 0, updated: 1, unchanged: 0, invalid: bad.length });
+      const problems = r.json.problems.filter((p: { what: string }) => p.what.startsWith('node '));
+      assert.deepEqual(
+        problems.map((p: { what: string; detail: string }) => [p.what, p.detail]),
+        bad.map((url, i) => [`node ${url}`, `url must be written as ${forms[i]}, the form every parser reads alike (its WHATWG serialisation), got ${JSON.stringify(url)}`]),
+      );
+      assert.deepEqual((await cliWith(stack, ['nodes', 'list', APP, '--json'])).json.nodes.map((n: { url: string }) => n.url), [stack.gatewayUrl]);
+      const user = (await cliWith(stack, ['users', 'show', APP, `u0@${FXA}`, '--json'])).json.user;
+      assert.deepEqual([user.uid, user.node], [40, '']);
+    });
+
+    it('e-mails that normalise to one (NFC/NFD, domain case) are one account: Mozilla\'s current row wins, the others are replaced uids', async (server, stack) => {
+      const nfc = `zo\u00eb@${FXA}`;
+      const db = await craftedSource(server, 'spellings', [{ id: 1, url: stack.gatewayUrl, load: 4 }], [
+        { uid: 100, email: nfc, generation: 5, created: T, node: 1 },
+        { uid: 101, email: `zoe\u0308@${FXA}`, generation: 7, created: T + 1, node: 1 },
+        { uid: 102, email: 'carol@API.Accounts.Firefox.com', generation: 3, created: T, node: 1 },
+        { uid: 103, email: `carol@${FXA}`, generation: 3, created: T + 5, node: 1 },
+      ]);
+      const r = await imp(stack, db, '--json');
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.deepEqual(r.json.users, { created: 2, unchanged: 0, kept: 0, invalid: 0, conflict: 0 });
+      assert.equal(r.json.respelled, 2);
+      const zoe = (await cliWith(stack, ['users', 'show', APP, nfc, '--json'])).json.user;
+      assert.deepEqual([zoe.uid, zoe.replaced.map((x: { uid: number }) => x.uid)], [101, [100]], 'the highest generation wins');
+      const carol = (await cliWith(stack, ['users', 'show', APP, `carol@${FXA}`, '--json'])).json.user;
+      assert.deepEqual([carol.uid, carol.replaced.map((x: { uid: number }) => x.uid)], [103, [102]], 'then the newest');
+      const text = await imp(stack, db);
+      assert.match(text.stdout, /2 with rows under several spellings of one e-mail .*the others' uids replaced/);
+      assert.doesNotMatch(text.stdout, /kept:/);
+      const login = await stack.login(nfc.normalize('NFD'), { generation: 7, clientState: hex('1') });
+      assert.equal(login.json.uid, 101, login.text);
+    });
+
+    it('accounts of another e-mail domain than OAUTH_EMAIL_DOMAIN are refused, naming both domains; set to theirs, they import', async (server, stack) => {
+      const db = await craftedSource(server, 'domains', [{ id: 1, url: stack.gatewayUrl, load: 2 }], [
+        { uid: 7, email: '0123abcd@accounts.example.org', created: T, node: 1 },
+        { uid: 8, email: '4567ef01@accounts.example.org', created: T, node: 1 },
+      ]);
+      const r = await imp(stack, db);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /^error: the accounts carry the e-mail domain accounts\.example\.org \(2 rows\), but OAUTH_EMAIL_DOMAIN is api\.accounts\.firefox\.com: /);
+      assert.deepEqual(await everyUser(stack), []);
+      const ok = await cliWith(stack, ['import', '--from', db.url, '--json'], { OAUTH_EMAIL_DOMAIN: 'accounts.example.org' });
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.equal(ok.json.users.created, 2);
+      assert.equal(ok.json.settings.OAUTH_EMAIL_DOMAIN, 'accounts.example.org');
+      assert.match(ok.json.settings.METRICS_HASH_SECRET, /fxa_metrics_hash_secret/);
+      assert.match(ok.json.settings.NODE_TYPE, /node_type/);
+    });
+
+    it('loads hold: after the import reconcile finds no drift; after purge a node\'s load is its live users plus replaced ones not purged', async (server, stack) => {
+      // As Mozilla counts: one slot per allocation, none for a client-state change on the same node.
+      const other = 'https://other-node.example';
+      const db = await craftedSource(server, 'loads', [{ id: 1, url: stack.gatewayUrl, load: 3 }, { id: 2, url: other, load: 1 }], [
+        { uid: 1, email: `a@${FXA}`, created: T, node: 1 },
+        { uid: 2, email: `b@${FXA}`, created: T, replaced: T + 1, node: 1 },
+        { uid: 3, email: `b@${FXA}`, created: T + 1, node: 1 },
+        { uid: 4, email: `c@${FXA}`, created: T, replaced: T + 1, node: 2 },
+        { uid: 5, email: `c@${FXA}`, created: T + 1, replaced: T + 2, node: 1 },
+        { uid: 6, email: `c@${FXA}`, created: T + 2, node: 1 },
+      ]);
+      assert.equal((await imp(stack, db)).code, 0);
+      const reconcile = async () => {
+        const r = await cliWith(stack, ['nodes', 'reconcile', APP, '--dry-run', '--json']);
+        return r.json.nodes.map((n: { url: string; load: number; expected: number }) => [n.url, n.load, n.expected]).sort();
+      };
+      assert.deepEqual(await reconcile(), [[other, 1, 1], [stack.gatewayUrl, 3, 3]].sort(), 'no drift after the import');
+      // A new account takes a slot; purge deletes the replaced uids and gives back only the slot Mozilla counted (uid 4 on the other node).
+      assert.equal((await stack.login(`d@${FXA}`)).status, 200);
+      const dry = await cliWith(stack, ['users', 'purge', '--grace', '0', '--dry-run', '--json']);
+      assert.deepEqual(dry.json.wouldPurge.map((c: { uid: number }) => c.uid).sort(), [2, 4, 5]);
+      const purged = await cliWith(stack, ['users', 'purge', '--grace', '0', '--skip-node-delete', '--json']);
+      assert.equal(purged.code, 0, purged.stdout + purged.stderr);
+      assert.equal(purged.json.purged, 3);
+      const afterPurge = await reconcile();
+      for (const [url, load, expected] of afterPurge) assert.equal(load, expected, `${url}: after purge, load = its live users (no replaced uid left)`);
+      assert.equal(afterPurge.reduce((n: number, [, load]: [string, number]) => n + load, 0), 4, 'four live users, one slot each');
+    });
+  });
+}
+
 importSuite(startPostgres, 'PostgreSQL');
 importSuite(startMariadb, 'MariaDB');
+craftedSuite(startPostgres, 'PostgreSQL');
+craftedSuite(startMariadb, 'MariaDB');

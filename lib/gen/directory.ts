@@ -295,7 +295,8 @@ export interface ImportUsersRequest {
 export interface ImportUserResult {
   /**
    * "created"; "unchanged" (this very record is here already); "kept" (the
-   * account has another record here, which stays); "invalid" (see detail).
+   * account has another record here, which stays); "conflict" (a uid of it
+   * is another account's here, named in detail); "invalid" (see detail).
    */
   result: string;
   detail: string;

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { highestUid, importedRecord, importOutcome, importProblem, sameImport, uidReservation, type ImportedUser } from './import-rules.js';
+import { highestUid, importedRecord, importOutcome, importProblem, MAX_IMPORTED_UID, sameImport, uidConflict, uidReservation, type ImportedUser } from './import-rules.js';
 import { MAX_REPLACED, MAX_SEEN_CLIENT_STATES } from './rules.js';
 
 function user(o: Partial<ImportedUser> = {}): ImportedUser {
@@ -30,7 +30,8 @@ test('importProblem names each malformed field', () => {
     [{ email: '' }, /email must be 1 to 255/],
     [{ service: '' }, /service must be 1 to 255/],
     [{ clientState: 'no spaces' }, /client state must match/],
-    [{ uid: -1 }, /uid must be a positive integer \(0: retired\), got -1/],
+    [{ uid: -1 }, /uid must be a positive integer up to 4503599627370496 \(0: retired\), got -1/],
+    [{ uid: MAX_IMPORTED_UID + 1 }, /uid must be a positive integer up to 4503599627370496 \(0: retired\), got 4503599627370497/],
     [{ uid: 1.5 }, /uid must be a positive integer/],
     [{ uid: 0 }, /a retired record \(uid 0\) has no node/],
     [{ uid: 0, node: '', clientState: 'bb', seenClientStates: [] }, /a retired record/],
@@ -44,7 +45,8 @@ test('importProblem names each malformed field', () => {
     [{ seenClientStates: [''] }, /seen client states are non-empty and differ from the current one/],
     [{ seenClientStates: ['bb'] }, /differ from the current one/],
     [{ replaced: Array.from({ length: MAX_REPLACED + 1 }, (_, i) => ({ uid: i + 100, node: '', replacedAt: 1, released: false })) }, /at most 100 replaced uids/],
-    [{ replaced: [{ uid: 0, node: '', replacedAt: 1, released: false }] }, /replaced uid must be a positive integer, got 0/],
+    [{ replaced: [{ uid: 0, node: '', replacedAt: 1, released: false }] }, /replaced uid must be a positive integer up to 4503599627370496, got 0/],
+    [{ replaced: [{ uid: 9007199254740990, node: '', replacedAt: 1, released: false }] }, /replaced uid must be a positive integer up to 4503599627370496, got 9007199254740990/],
     [{ replaced: [{ uid: 7, node: '', replacedAt: 1, released: false }] }, /uid 7 appears twice/],
     [{ replaced: [{ uid: 8, node: '', replacedAt: 1, released: false }, { uid: 8, node: '', replacedAt: 2, released: false }] }, /uid 8 appears twice/],
     [{ replaced: [{ uid: 8, node: '', replacedAt: -1, released: false }] }, /replaced_at must be a non-negative integer/],
@@ -91,6 +93,28 @@ test('uidReservation: a fresh store or one only imports moved goes up to the hig
   assert.deepEqual(uidReservation({ value: 0, imported: 0 }, 500), { next: { value: 500, imported: 500 } });
   assert.deepEqual(uidReservation({ value: 500, imported: 500 }, 200), { next: { value: 500, imported: 500 } });
   assert.deepEqual(uidReservation({ value: 500, imported: 500 }, 900), { next: { value: 900, imported: 900 } });
+});
+
+test('uidReservation: refused above MAX_IMPORTED_UID (2^52), so the counter stays far below 2^53', () => {
+  assert.equal(MAX_IMPORTED_UID, 2 ** 52);
+  assert.deepEqual(uidReservation({ value: 0, imported: 0 }, MAX_IMPORTED_UID), { next: { value: MAX_IMPORTED_UID, imported: MAX_IMPORTED_UID } });
+  const refused = uidReservation({ value: 0, imported: 0 }, 9007199254740990);
+  assert.ok('refused' in refused);
+  assert.match(refused.refused, /^uid 9007199254740990 is above 4503599627370496, the highest an import may bring/);
+});
+
+test('uidConflict: names each uid another account holds; the account itself and no holder are no conflict', () => {
+  const u = { service: 'sync', email: 'bob@example.com' };
+  assert.equal(uidConflict(u, []), null);
+  assert.equal(uidConflict(u, [{ uid: 17, service: 'sync', email: 'bob@example.com' }]), null);
+  assert.equal(
+    uidConflict(u, [
+      { uid: 17, service: 'sync', email: 'alice@example.com' },
+      { uid: 18, service: 'sync', email: 'bob@example.com' },
+      { uid: 19, service: 'notes', email: 'bob@example.com' },
+    ]),
+    "uid 17 is another account's here (sync alice@example.com); uid 19 is another account's here (notes bob@example.com)",
+  );
 });
 
 test('uidReservation: refused once the store handed out a uid itself, before any import or after one', () => {

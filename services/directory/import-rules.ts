@@ -4,7 +4,14 @@
 // handed out again.
 import { BadRequest } from '../../lib/errors.js';
 import { isValidGeneration, MAX_REPLACED, MAX_SEEN_CLIENT_STATES, requestProblem, RETIRED_UID } from './rules.js';
-import type { UidCounter, UserRecord } from './store.js';
+import type { UidCounter, UidHolder, UserRecord } from './store.js';
+
+/**
+ * The highest uid an import may bring (2^52): the counter continues above the
+ * highest imported uid, and this leaves as many uids again for accounts made
+ * here before it would reach 2^53, past which a number no longer holds a uid exactly.
+ */
+export const MAX_IMPORTED_UID = 2 ** 52;
 
 /** An imported record as the request carries it: a UserRecord without the store's own bookkeeping. */
 export type ImportedUser = Omit<UserRecord, 'stateChanges' | 'version'>;
@@ -12,13 +19,13 @@ export type ImportedUser = Omit<UserRecord, 'stateChanges' | 'version'>;
 export type ImportOutcome = 'created' | 'unchanged' | 'kept';
 
 const isTime = isValidGeneration;
-const isUid = (uid: number) => Number.isSafeInteger(uid) && uid > 0;
+const isUid = (uid: number) => Number.isSafeInteger(uid) && uid > 0 && uid <= MAX_IMPORTED_UID;
 
 /** The first problem with an imported record, or null. */
 export function importProblem(u: ImportedUser): BadRequest | null {
   const request = requestProblem(u);
   if (request) return request;
-  if (u.uid !== RETIRED_UID && !isUid(u.uid)) return new BadRequest(`uid must be a positive integer (0: retired), got ${u.uid}`);
+  if (u.uid !== RETIRED_UID && !isUid(u.uid)) return new BadRequest(`uid must be a positive integer up to ${MAX_IMPORTED_UID} (0: retired), got ${u.uid}`);
   if (u.uid === RETIRED_UID && (u.node !== '' || u.clientState !== '' || u.seenClientStates.length > 0)) {
     return new BadRequest('a retired record (uid 0) has no node, client state or seen client states');
   }
@@ -34,7 +41,7 @@ export function importProblem(u: ImportedUser): BadRequest | null {
   if (u.replaced.length > MAX_REPLACED) return new BadRequest(`at most ${MAX_REPLACED} replaced uids`);
   const uids = new Set(u.uid === RETIRED_UID ? [] : [u.uid]);
   for (const r of u.replaced) {
-    if (!isUid(r.uid)) return new BadRequest(`replaced uid must be a positive integer, got ${r.uid}`);
+    if (!isUid(r.uid)) return new BadRequest(`replaced uid must be a positive integer up to ${MAX_IMPORTED_UID}, got ${r.uid}`);
     if (uids.has(r.uid)) return new BadRequest(`uid ${r.uid} appears twice`);
     uids.add(r.uid);
     if (!isTime(r.replacedAt)) return new BadRequest('replaced_at must be a non-negative integer');
@@ -92,6 +99,9 @@ export type Reservation = { refused: string } | { next: UidCounter };
  * the last reservation (or before any); it never lowers the counter.
  */
 export function uidReservation(counter: UidCounter, upTo: number): Reservation {
+  if (upTo > MAX_IMPORTED_UID) {
+    return { refused: `uid ${upTo} is above ${MAX_IMPORTED_UID}, the highest an import may bring: the uid counter must stay well below 2^53` };
+  }
   if (counter.value !== counter.imported) {
     return {
       refused:
@@ -101,4 +111,15 @@ export function uidReservation(counter: UidCounter, upTo: number): Reservation {
   }
   const top = Math.max(counter.value, upTo);
   return { next: { value: top, imported: top } };
+}
+
+/**
+ * Why `u` cannot be written when the uid index gives some of its uids to
+ * `holders`: those held by another account (one uid is one account's data on
+ * its node); null when none is.
+ */
+export function uidConflict(u: Pick<ImportedUser, 'service' | 'email'>, holders: readonly UidHolder[]): string | null {
+  const others = holders.filter((h) => h.service !== u.service || h.email !== u.email);
+  if (others.length === 0) return null;
+  return others.map((h) => `uid ${h.uid} is another account's here (${h.service} ${h.email})`).join('; ');
 }

@@ -40,10 +40,10 @@ import type {
   UserReply,
 } from '../../lib/gen/directory.js';
 import type { ImportUserResult, ImportUsersReply, ImportUsersRequest, ReserveUidsReply, ReserveUidsRequest } from '../../lib/gen/directory.js';
-import { highestUid, importedRecord, importOutcome, importProblem, uidReservation, type ImportedUser } from './import-rules.js';
+import { highestUid, importedRecord, importOutcome, importProblem, MAX_IMPORTED_UID, uidConflict, uidReservation, type ImportedUser } from './import-rules.js';
 import { assignment, decideLogin, isValidGeneration, raisedGeneration, requestProblem, retirement, type LoginPolicy } from './rules.js';
 import { claimReplaced, removeReplaced, trimSeenClientStates } from './purge-rules.js';
-import type { GuardedWrite, ListPosition, UserRecord, UserStore } from './store.js';
+import { recordUids, UidTaken, type GuardedWrite, type ListPosition, type UserRecord, type UserStore } from './store.js';
 
 /**
  * Writes lost to concurrent writers before giving up. Each loss means another
@@ -341,6 +341,7 @@ export async function loginBatch(store: UserStore, req: LoginBatchRequest, polic
 /** ReserveUids: raises the uid counter for an import (import-rules.ts uidReservation), compare-and-set. */
 export async function reserveUids(store: UserStore, req: ReserveUidsRequest): Promise<ReserveUidsReply> {
   if (!isValidGeneration(req.upTo)) throw new BadRequest('up_to must be a non-negative integer');
+  if (req.upTo > MAX_IMPORTED_UID) throw new BadRequest(`up_to must be at most ${MAX_IMPORTED_UID}, the highest uid an import may bring`);
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const counter = await store.uidCounter();
     const reservation = uidReservation(counter, req.upTo);
@@ -375,8 +376,17 @@ async function importUser(store: UserStore, u: ImportedUser, write: { reservedUp
     return { result: 'invalid', detail: `uid ${highestUid(u)} is above the uids reserved for imports (${write.reservedUpTo}): ReserveUids first` };
   }
   const outcome = importOutcome(await store.get(u.service, u.email), u);
-  if (outcome !== 'created' || !write) return { result: outcome, detail: '' };
-  if (await store.insert(importedRecord(u))) return { result: 'created', detail: '' };
+  if (outcome !== 'created') return { result: outcome, detail: '' };
+  const conflict = uidConflict(u, await store.uidHolders(recordUids(u)));
+  if (conflict) return { result: 'conflict', detail: conflict };
+  if (!write) return { result: outcome, detail: '' };
+  try {
+    if (await store.insert(importedRecord(u))) return { result: 'created', detail: '' };
+  } catch (err) {
+    // Another import wrote one of its uids meanwhile.
+    if (err instanceof UidTaken) return { result: 'conflict', detail: uidConflict(u, err.holders) ?? err.message };
+    throw err;
+  }
   // Another writer created the account first: decide on its record.
   return { result: importOutcome(await store.get(u.service, u.email), u), detail: '' };
 }

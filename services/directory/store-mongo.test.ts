@@ -55,6 +55,37 @@ for (const target of targets) {
     await b.close();
   });
 
+  it('a database from before the uid index gets it built from its records; records sharing a uid stop the start, named', async (target) => {
+    const url = freshDatabase(target, 'uidindex');
+    const old = (uid: number) => ({ uid, node: 'https://n.example', replacedAt: 1, released: false });
+    const store = await MongoUserStore.open(url);
+    await store.insert(sampleUser({ email: 'alice@x', uid: 17 }));
+    await store.insert(sampleUser({ email: 'alice2@x', uid: 18 }));
+    await store.insert(sampleUser({ email: 'bob@x', uid: 20, replaced: [old(21)] }));
+    await store.close();
+    const client = new MongoClient(url);
+    try {
+      const db = client.db();
+      const forget = async () => {
+        await db.collection('uids').deleteMany({});
+        await db.collection<{ _id: string }>('counters').deleteOne({ _id: 'uid_index' });
+      };
+      await forget();
+      const rebuilt = await MongoUserStore.open(url);
+      assert.deepEqual((await rebuilt.uidHolders([17, 21])).map((h) => [h.uid, h.email]), [
+        [17, 'alice@x'],
+        [21, 'bob@x'],
+      ]);
+      await rebuilt.close();
+      await forget();
+      await db.collection('users').updateOne({ email: 'bob@x' }, { $set: { uid: 17, replaced: [old(18)] } });
+      await assert.rejects(MongoUserStore.open(url), (e: Error) => /^the users store holds uids on more than one account \(uid 17: .*alice@x.*; uid 18: .*alice2@x/.test(e.message) && /bob@x/.test(e.message));
+      await assert.rejects(MongoUserStore.open(url), /uid 17/, 'it refuses again');
+    } finally {
+      await client.close();
+    }
+  });
+
   it('stored documents hold only the record fields (no stray properties from the caller)', async (target) => {
     const url = freshDatabase(target, 'fields');
     const store = await MongoUserStore.open(url);

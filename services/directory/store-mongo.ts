@@ -6,7 +6,22 @@
 import { Long, MongoBulkWriteError, type AnyBulkWriteOperation, type BulkWriteResult, type Collection, type Filter } from 'mongodb';
 import { InternalError } from '../../lib/errors.js';
 import { ensureIndexes, isDuplicateKey, mongoCall, openMongo, type MongoHandle } from '../../lib/mongo.js';
-import { mergeCounts, type GuardedWrite, type ListQuery, type NodeCount, type ReplacedUser, type UidCounter, type UserKey, type UserRecord, type UserStore } from './store.js';
+import {
+  duplicateUidsMessage,
+  mergeCounts,
+  recordUids,
+  safeCounter,
+  UidTaken,
+  type GuardedWrite,
+  type ListQuery,
+  type NodeCount,
+  type ReplacedUser,
+  type UidCounter,
+  type UidHolder,
+  type UserKey,
+  type UserRecord,
+  type UserStore,
+} from './store.js';
 
 /** Documents written before these fields existed lack them. */
 type UserDoc = Omit<UserRecord, 'stateChanges' | 'replaced' | 'keysChangedAt'> & {
@@ -21,6 +36,13 @@ interface EventTokenDoc {
   expiresAt: Date;
 }
 
+/** The uid index: one document per uid, keyed by it, naming the account that holds it. */
+interface UidDoc {
+  _id: number;
+  service: string;
+  email: string;
+}
+
 interface CounterDoc {
   _id: string;
   value: Long | number;
@@ -28,10 +50,15 @@ interface CounterDoc {
   imported?: Long | number;
 }
 
-/** The driver hands back a number while it is below 2^53 (promoteLongs). */
+/** The driver hands back a number while it is below 2^53 (promoteLongs); beyond, a Long, which is refused rather than rounded. */
 function counterNumber(v: Long | number | undefined): number {
-  return v === undefined ? 0 : typeof v === 'number' ? v : v.toNumber();
+  return v === undefined ? 0 : typeof v === 'number' ? safeCounter(v) : safeCounter(v.toBigInt());
 }
+
+/** The counters document that says the uid index was built from the records. */
+const UID_INDEX_BUILT = 'uid_index';
+/** How many duplicate uids the start-up error names. */
+const LISTED_DUPLICATES = 20;
 
 const UID_COUNTER = 'uid';
 
@@ -87,6 +114,7 @@ export class MongoUserStore implements UserStore {
     private readonly users: Collection<UserDoc>,
     private readonly counters: Collection<CounterDoc>,
     private readonly eventTokens: Collection<EventTokenDoc>,
+    private readonly uids: Collection<UidDoc>,
   ) {}
 
   /** Connects (sharing the process's client for that server) and creates indexes and the uid counter if missing. */
@@ -97,6 +125,7 @@ export class MongoUserStore implements UserStore {
       handle.db.collection<UserDoc>('users'),
       handle.db.collection<CounterDoc>('counters'),
       handle.db.collection<EventTokenDoc>('eventTokens'),
+      handle.db.collection<UidDoc>('uids'),
     );
     try {
       await mongoCall(async () => {
@@ -111,6 +140,7 @@ export class MongoUserStore implements UserStore {
         // MongoDB, but FerretDB has none, and account events are rare enough for a sweep per claim.
         await ensureIndexes(store.eventTokens, [{ key: { expiresAt: 1 }, name: 'expires_at' }]);
         await store.ensureUidCounter();
+        await store.buildUidIndex();
       });
     } catch (err) {
       await handle.release();
@@ -127,6 +157,101 @@ export class MongoUserStore implements UserStore {
       // Another process created it at the same moment.
       if (!isDuplicateKey(err)) throw err;
     }
+  }
+
+  /**
+   * Fills the uid index from the records, once, for databases made before it
+   * existed. Records that share a uid stop the start, naming them. (A
+   * collection of its own keyed by the uid, not a unique index on users:
+   * MongoDB allows no unique index but the shard key's on a sharded users.)
+   */
+  private async buildUidIndex(): Promise<void> {
+    try {
+      // Made at open, as the other collections are by their indexes, so the set of collections does not depend on the data.
+      await this.handle.db.createCollection('uids');
+    } catch (err) {
+      // NamespaceExists: made before, or by another process now.
+      if ((err as { code?: number }).code !== 48 && !/already exists/i.test((err as Error).message)) throw err;
+    }
+    if (await this.counters.findOne({ _id: UID_INDEX_BUILT })) return;
+    const duplicates = new Map<number, Set<string>>();
+    const cursor = this.users.find({}, { projection: { _id: 0, service: 1, email: 1, uid: 1, 'replaced.uid': 1 } });
+    let batch: UidDoc[] = [];
+    const flush = async () => {
+      for (const taken of (await this.claimUids(batch)).taken) {
+        const holders = duplicates.get(taken.uid) ?? new Set<string>();
+        holders.add(`${taken.service} ${taken.email}`);
+        holders.add(`${taken.claimant.service} ${taken.claimant.email}`);
+        duplicates.set(taken.uid, holders);
+      }
+      batch = [];
+    };
+    for await (const doc of cursor) {
+      for (const uid of recordUids(doc)) batch.push({ _id: uid, service: doc.service, email: doc.email });
+      if (batch.length >= 1000) await flush();
+    }
+    await flush();
+    if (duplicates.size > 0) {
+      // Built again from scratch at the next start, after the records are fixed: no claim outlives a removed record.
+      await this.uids.deleteMany({});
+      const listed = [...duplicates].sort((a, b) => a[0] - b[0]);
+      throw new Error(
+        duplicateUidsMessage(
+          listed.slice(0, LISTED_DUPLICATES).map(([uid, holders]) => ({ uid, holders: [...holders] })),
+          listed.length > LISTED_DUPLICATES,
+        ),
+      );
+    }
+    try {
+      await this.counters.insertOne({ _id: UID_INDEX_BUILT, value: 1 });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+  }
+
+  /**
+   * Puts `docs` into the uid index, each where its uid is free; answers the
+   * uids this call added, and those another account holds, with that account
+   * (nothing changes for them; a uid already this account's is neither).
+   */
+  private async claimUids(docs: UidDoc[]): Promise<{ added: number[]; taken: Array<UidHolder & { claimant: UserKey }> }> {
+    if (docs.length === 0) return { added: [], taken: [] };
+    let refused: number[] = [];
+    try {
+      await this.uids.insertMany(docs, { ordered: false });
+    } catch (err) {
+      if (!(err instanceof MongoBulkWriteError) || err.err !== undefined) throw err;
+      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+      if (!errors.every((e) => e.code === 11000)) throw err;
+      refused = errors.map((e) => e.index);
+      // A server that stops at the first error of an unordered bulk (FerretDB 1.24): the rest one by one.
+      const answered = (err.result?.insertedCount ?? 0) + refused.length;
+      if (answered < docs.length) {
+        const seen = new Set(refused);
+        const inserted = new Set(Object.values(err.result?.insertedIds ?? {}).map(Number));
+        for (const [i, d] of docs.entries()) {
+          if (seen.has(i) || inserted.has(d._id)) continue;
+          try {
+            await this.uids.insertOne(d);
+          } catch (e) {
+            if (!isDuplicateKey(e)) throw e;
+            refused.push(i);
+          }
+        }
+      }
+    }
+    const refusedSet = new Set(refused);
+    const added = docs.filter((_, i) => !refusedSet.has(i)).map((d) => d._id);
+    if (refused.length === 0) return { added, taken: [] };
+    const held = await this.uids.find({ _id: { $in: refused.map((i) => docs[i]._id) } }).toArray();
+    const holder = new Map(held.map((h) => [h._id, h]));
+    const taken = refused.flatMap((i) => {
+      const d = docs[i];
+      const h = holder.get(d._id);
+      if (!h || (h.service === d.service && h.email === d.email)) return [];
+      return [{ uid: d._id, service: h.service, email: h.email, claimant: { service: d.service, email: d.email } }];
+    });
+    return { added, taken };
   }
 
   get(service: string, email: string): Promise<UserRecord | null> {
@@ -151,14 +276,32 @@ export class MongoUserStore implements UserStore {
 
   insert(record: UserRecord): Promise<boolean> {
     return mongoCall(async () => {
+      // The uids first: a record is never visible with a uid the index gives another account.
+      const { added, taken } = await this.claimUids(recordUids(record).map((uid) => ({ _id: uid, service: record.service, email: record.email })));
+      // What this call added to the index goes again when the record is not written, so no uid stays claimed for nothing.
+      const undo = async () => {
+        if (added.length > 0) await this.uids.deleteMany({ _id: { $in: added }, service: record.service, email: record.email });
+      };
+      if (taken.length > 0) {
+        await undo();
+        throw new UidTaken(taken.map(({ uid, service, email }) => ({ uid, service, email })));
+      }
       try {
         await this.users.insertOne(toDoc(record));
         return true;
       } catch (err) {
-        if (isDuplicateKey(err)) return false;
-        throw err;
+        if (!isDuplicateKey(err)) throw err;
+        await undo();
+        return false;
       }
     });
+  }
+
+  uidHolders(uids: readonly number[]): Promise<UidHolder[]> {
+    if (uids.length === 0) return Promise.resolve([]);
+    return mongoCall(async () =>
+      (await this.uids.find({ _id: { $in: [...uids] } }).sort({ _id: 1 }).toArray()).map((d) => ({ uid: d._id, service: d.service, email: d.email })),
+    );
   }
 
   replace(record: UserRecord, expectedVersion: number): Promise<boolean> {
@@ -220,7 +363,8 @@ export class MongoUserStore implements UserStore {
       const before = await this.counters.findOneAndUpdate({ _id: UID_COUNTER }, { $inc: { value: 1 } }, { returnDocument: 'before' });
       // open() created it; recreating it here could hand out used uids again.
       if (!before) throw new InternalError('the uid counter document is missing');
-      return counterNumber(before.value) + 1;
+      // Past 2^53 - 1 the number would round onto another uid: refused (the counter stays moved, so every later call is too).
+      return safeCounter(counterNumber(before.value) + 1);
     });
   }
 

@@ -67,3 +67,36 @@ test('sqlite: a file from before state_changes and keys_changed_at gets the colu
   // Opening again (the column exists now) is fine.
   await SqliteUserStore.open(file).close();
 });
+
+test('sqlite: a file from before the uid index gets it built from its records; records sharing a uid stop the start, named', async () => {
+  const file = freshFile();
+  const store = SqliteUserStore.open(file);
+  const old = (uid: number) => ({ uid, node: 'https://n.example', replacedAt: 1, released: false });
+  await store.insert(sampleUser({ email: 'alice@x', uid: 17 }));
+  await store.insert(sampleUser({ email: 'alice2@x', uid: 18 }));
+  await store.insert(sampleUser({ email: 'bob@x', uid: 20, replaced: [old(21)] }));
+  await store.close();
+  // As a file made before the index: no dir_uids rows, no mark that it was built.
+  const raw = new Database(file);
+  raw.exec("DELETE FROM dir_uids; DELETE FROM dir_counters WHERE name = 'uid_index'");
+  raw.close();
+  const rebuilt = SqliteUserStore.open(file);
+  assert.deepEqual((await rebuilt.uidHolders([17, 21])).map((h) => [h.uid, h.email]), [
+    [17, 'alice@x'],
+    [21, 'bob@x'],
+  ]);
+  await rebuilt.close();
+  // Two accounts on uid 17, and 18 both live and replaced, written past the index.
+  const bad = new Database(file);
+  bad.exec("DELETE FROM dir_uids; DELETE FROM dir_counters WHERE name = 'uid_index'");
+  bad.prepare("UPDATE dir_users SET uid = 17, replaced = ? WHERE email = 'bob@x'").run(JSON.stringify([old(18)]));
+  bad.close();
+  assert.throws(
+    () => SqliteUserStore.open(file),
+    (e: Error) =>
+      /^the users store holds uids on more than one account \(uid 17: sync (alice|bob)@x, sync (alice|bob)@x; uid 18: sync (alice2|bob)@x, sync (alice2|bob)@x\)/.test(e.message) &&
+      /restore the store from a backup/.test(e.message),
+  );
+  // Nothing was changed by the refused start: it refuses again.
+  assert.throws(() => SqliteUserStore.open(file), /uid 17/);
+});

@@ -4,8 +4,8 @@
 // also hold the nodes store, hence the `dir_` table prefix.
 import type Database from 'better-sqlite3';
 import { openSqlite, retryWhileBusy } from '../../lib/sqlite.js';
-import { mergeCounts } from './store.js';
-import type { GuardedWrite, ListQuery, NodeCount, ReplacedUser, UidCounter, UserKey, UserRecord, UserStore } from './store.js';
+import { duplicateUidsMessage, mergeCounts, recordUids, safeCounter, UidTaken } from './store.js';
+import type { GuardedWrite, ListQuery, NodeCount, ReplacedUser, UidCounter, UidHolder, UserKey, UserRecord, UserStore } from './store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS dir_users (
@@ -35,7 +35,21 @@ CREATE TABLE IF NOT EXISTS dir_event_tokens (
   expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS dir_event_tokens_expiry ON dir_event_tokens (expires_at);
+CREATE TABLE IF NOT EXISTS dir_uids (
+  uid INTEGER PRIMARY KEY,
+  service TEXT NOT NULL,
+  email TEXT NOT NULL
+);
 `;
+
+/** Every uid a record holds, live (not 0: retired) and replaced. */
+const ALL_UIDS = `
+  SELECT uid, service, email FROM dir_users WHERE uid != 0
+  UNION ALL
+  SELECT json_extract(r.value, '$.uid'), u.service, u.email FROM dir_users u, json_each(u.replaced) r`;
+
+/** How many duplicate uids the start-up error names. */
+const LISTED_DUPLICATES = 20;
 
 interface UserRow {
   service: string;
@@ -110,12 +124,41 @@ function migrate(db: Database.Database): void {
   addColumn(db, 'keys_changed_at', 'INTEGER');
   // RetireUser and RaiseGeneration find an account's records by e-mail alone.
   db.exec('CREATE INDEX IF NOT EXISTS dir_users_email ON dir_users (email)');
+  buildUidIndex(db);
+}
+
+/**
+ * Fills dir_uids (the uid index: a uid is one account's) from the records, once,
+ * for files made before it existed. Records that share a uid stop the start,
+ * naming them: the index would have to pick one, and the other would lose its data.
+ */
+function buildUidIndex(db: Database.Database): void {
+  const build = db.transaction(() => {
+    if (db.prepare("SELECT 1 FROM dir_counters WHERE name = 'uid_index'").get()) return;
+    const duplicates = db
+      .prepare<[], { uid: number; holders: string; n: number }>(
+        `SELECT uid, group_concat(service || ' ' || email, ', ') AS holders, count(*) AS n FROM (${ALL_UIDS}) GROUP BY uid HAVING count(*) > 1 ORDER BY uid LIMIT ${LISTED_DUPLICATES + 1}`,
+      )
+      .all();
+    if (duplicates.length > 0) {
+      throw new Error(
+        duplicateUidsMessage(
+          duplicates.slice(0, LISTED_DUPLICATES).map((d) => ({ uid: d.uid, holders: d.holders.split(', ') })),
+          duplicates.length > LISTED_DUPLICATES,
+        ),
+      );
+    }
+    db.exec(`INSERT OR IGNORE INTO dir_uids (uid, service, email) ${ALL_UIDS}`);
+    db.exec("INSERT INTO dir_counters (name, value) VALUES ('uid_index', 1)");
+  });
+  retryWhileBusy(() => build.immediate());
 }
 
 export class SqliteUserStore implements UserStore {
   private readonly stmts;
   /** One write lock and one commit for the whole batch (IMMEDIATE: the busy timeout applies to taking the lock). */
   private readonly replaceAll: (writes: readonly GuardedWrite[]) => boolean[];
+  private readonly insertOne: (record: UserRecord) => boolean;
 
   private constructor(private readonly db: Database.Database) {
     this.stmts = {
@@ -131,8 +174,12 @@ export class SqliteUserStore implements UserStore {
          WHERE service = @service AND email = @email AND version = @expected`,
       ),
       byEmail: db.prepare<[string], UserRow>('SELECT * FROM dir_users WHERE email = ? ORDER BY service'),
-      nextUid: db.prepare<[], { value: number }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value"),
-      counter: db.prepare<[string], { value: number }>('SELECT value FROM dir_counters WHERE name = ?'),
+      // The counters as BigInt (safeIntegers): a value past 2^53 is refused, never rounded onto another uid.
+      nextUid: db.prepare<[], { value: bigint }>("UPDATE dir_counters SET value = value + 1 WHERE name = 'uid' RETURNING value").safeIntegers(true),
+      counter: db.prepare<[string], { value: bigint }>('SELECT value FROM dir_counters WHERE name = ?').safeIntegers(true),
+      indexUid: db.prepare<[number, string, string]>('INSERT INTO dir_uids (uid, service, email) VALUES (?, ?, ?) ON CONFLICT (uid) DO NOTHING'),
+      uidHolder: db.prepare<[number], UidHolder>('SELECT uid, service, email FROM dir_uids WHERE uid = ?'),
+      uidHolders: db.prepare<[string], UidHolder>('SELECT uid, service, email FROM dir_uids WHERE uid IN (SELECT value FROM json_each(?)) ORDER BY uid'),
       setCounter: db.prepare<[number, string, number]>('UPDATE dir_counters SET value = ? WHERE name = ? AND value = ?'),
       unassign: db.prepare<[string, string]>("UPDATE dir_users SET node = '', version = version + 1 WHERE service = ? AND node = ?"),
       liveCounts: db.prepare<[string, string], { service: string; node: string; n: number }>(
@@ -156,6 +203,19 @@ export class SqliteUserStore implements UserStore {
       writes.map(({ record, expectedVersion }) => this.stmts.replace.run({ ...toRow(record), expected: expectedVersion }).changes === 1),
     );
     this.replaceAll = (writes) => replaceAll.immediate(writes);
+    // The record and its uids in the index, or neither.
+    const insertOne = db.transaction((record: UserRecord) => {
+      if (this.stmts.insert.run(toRow(record)).changes !== 1) return false;
+      const taken: UidHolder[] = [];
+      for (const uid of recordUids(record)) {
+        this.stmts.indexUid.run(uid, record.service, record.email);
+        const holder = this.stmts.uidHolder.get(uid)!;
+        if (holder.service !== record.service || holder.email !== record.email) taken.push(holder);
+      }
+      if (taken.length > 0) throw new UidTaken(taken);
+      return true;
+    });
+    this.insertOne = (record) => insertOne.immediate(record);
   }
 
   /** `file` is a path (parent folders are created) or `:memory:`. */
@@ -179,7 +239,11 @@ export class SqliteUserStore implements UserStore {
   }
 
   async insert(record: UserRecord): Promise<boolean> {
-    return this.stmts.insert.run(toRow(record)).changes === 1;
+    return this.insertOne(record);
+  }
+
+  async uidHolders(uids: readonly number[]): Promise<UidHolder[]> {
+    return uids.length === 0 ? [] : this.stmts.uidHolders.all(JSON.stringify(uids));
   }
 
   async replace(record: UserRecord, expectedVersion: number): Promise<boolean> {
@@ -195,7 +259,7 @@ export class SqliteUserStore implements UserStore {
   }
 
   async nextUid(): Promise<number> {
-    return this.stmts.nextUid.get()!.value;
+    return safeCounter(this.stmts.nextUid.get()!.value);
   }
 
   async unassignNode(service: string, node: string): Promise<number> {
@@ -243,7 +307,7 @@ export class SqliteUserStore implements UserStore {
   }
 
   async uidCounter(): Promise<UidCounter> {
-    return { value: this.stmts.counter.get('uid')!.value, imported: this.stmts.counter.get('uid_imported')!.value };
+    return { value: safeCounter(this.stmts.counter.get('uid')!.value), imported: safeCounter(this.stmts.counter.get('uid_imported')!.value) };
   }
 
   async setUidCounter(expected: UidCounter, next: UidCounter): Promise<boolean> {

@@ -9,7 +9,7 @@ import pino from 'pino';
 import { Conflict } from '../../lib/errors.js';
 import type { User } from '../../lib/gen/directory.js';
 import { claim, deleteReplaced, importUsers, listUsers, login, loginBatch, reserveUids } from './service.js';
-import type { UserRecord, UserStore } from './store.js';
+import { UidTaken, type UserRecord, type UserStore } from './store.js';
 
 export type StoreOpener<S> = () => Promise<S | null>;
 
@@ -94,7 +94,7 @@ export function userStoreContract(
 
   it('keysChangedAt null (none) and 0 are stored apart', async (store) => {
     await store.insert(sampleUser({ email: 'none@example.com' }));
-    await store.insert(sampleUser({ email: 'zero@example.com', keysChangedAt: 0 }));
+    await store.insert(sampleUser({ email: 'zero@example.com', uid: 2, keysChangedAt: 0 }));
     assert.equal((await store.get('sync', 'none@example.com'))?.keysChangedAt, null);
     assert.equal((await store.get('sync', 'zero@example.com'))?.keysChangedAt, 0);
   });
@@ -507,7 +507,97 @@ export function userStoreContract(
     for (const email of ['a@x', 'b@x', 'c@x', 'd@x']) assert.equal(await store.get('sync', email), null);
     await assert.rejects(importUsers(store, { users: Array.from({ length: 257 }, () => importSample()), dryRun: true }), /at most 256 users per call/);
     await assert.rejects(reserveUids(store, { upTo: -1, dryRun: false }), /up_to must be a non-negative integer/);
+    await assert.rejects(reserveUids(store, { upTo: 9007199254740990, dryRun: true }), /up_to must be at most 4503599627370496/);
   });
+
+  // ---- one uid, one account: the uid index ----
+
+  it('insert refuses a record with a uid another account holds, live or replaced, naming it; nothing is written', async (store) => {
+    const old = (uid: number) => ({ uid, node: 'https://n.example', replacedAt: 1, released: false });
+    assert.equal(await store.insert(sampleUser({ email: 'alice@x', uid: 17 })), true);
+    assert.equal(await store.insert(sampleUser({ email: 'alice2@x', uid: 18 })), true);
+    assert.equal(await store.insert(sampleUser({ email: 'carol@x', uid: 30, replaced: [old(31)] })), true);
+    const refused: Array<[UserRecord, number[]]> = [
+      [sampleUser({ email: 'bob@x', uid: 17 }), [17]],
+      [sampleUser({ email: 'bob2@x', uid: 19, replaced: [old(18)] }), [18]],
+      [sampleUser({ email: 'dave@x', uid: 31 }), [31]],
+      [sampleUser({ service: 'notes', email: 'alice@x', uid: 17 }), [17]],
+      [sampleUser({ email: 'erin@x', uid: 0, replaced: [old(40), old(30)] }), [30]],
+    ];
+    for (const [rec, uids] of refused) {
+      await assert.rejects(
+        store.insert(rec),
+        (e: unknown) => e instanceof UidTaken && e.holders.map((h) => h.uid).join() === uids.join() && /uid \d+ is held by sync \S+@x/.test(e.message),
+        rec.email,
+      );
+      assert.equal(await store.get(rec.service, rec.email), null, `${rec.email} is not written`);
+    }
+    // What a refused insert would have brought (uid 19, 40) is free again.
+    assert.deepEqual(await store.uidHolders([19, 40]), []);
+    assert.equal(await store.insert(sampleUser({ email: 'frank@x', uid: 19, replaced: [old(40)] })), true);
+    assert.deepEqual(await store.uidHolders([40, 17, 18, 31, 99]), [
+      { uid: 17, service: 'sync', email: 'alice@x' },
+      { uid: 18, service: 'sync', email: 'alice2@x' },
+      { uid: 31, service: 'sync', email: 'carol@x' },
+      { uid: 40, service: 'sync', email: 'frank@x' },
+    ]);
+    assert.deepEqual(await store.uidHolders([]), []);
+  });
+
+  it('retired records (uid 0) never collide; a lost insert of an existing account leaves its other uid free', async (store) => {
+    assert.equal(await store.insert(sampleUser({ email: 'gone1@x', uid: 0 })), true);
+    assert.equal(await store.insert(sampleUser({ email: 'gone2@x', uid: 0 })), true);
+    assert.deepEqual(await store.uidHolders([0]), []);
+    assert.equal(await store.insert(sampleUser({ email: 'a@x', uid: 5 })), true);
+    assert.equal(await store.insert(sampleUser({ email: 'a@x', uid: 6 })), false);
+    assert.deepEqual(await store.uidHolders([6]), [], 'the losing insert claimed nothing');
+    assert.equal(await store.insert(sampleUser({ email: 'b@x', uid: 6 })), true);
+  });
+
+  it('a purged replaced uid stays its account\'s: no other account may take it', async (store) => {
+    const login = await loginPolicyRecord(store);
+    const replacedUid = login.replaced[0].uid;
+    const claimed = await claim(store, { service: 'sync', email: login.email, uid: replacedUid, claimant: 'p', leaseMs: 60_000, replacedBefore: Date.now() + 1000 });
+    assert.equal(claimed.claimed, true);
+    assert.equal((await deleteReplaced(store, { service: 'sync', email: login.email, uid: replacedUid, claimant: 'p' })).deleted, true);
+    assert.deepEqual(await store.uidHolders([replacedUid]), [{ uid: replacedUid, service: 'sync', email: login.email }]);
+    await assert.rejects(store.insert(sampleUser({ email: 'other@x', uid: replacedUid })), UidTaken);
+  });
+
+  it('importUsers: a uid another account holds is a conflict, named, even in a dry run; nothing is written', async (store) => {
+    await reserveUids(store, { upTo: 100, dryRun: false });
+    const first = await importUsers(store, {
+      users: [importSample({ email: 'alice@x', uid: 17, replaced: [] }), importSample({ email: 'alice2@x', uid: 18, replaced: [] })],
+      dryRun: false,
+    });
+    assert.deepEqual(first.results, [created, created]);
+    const second = [
+      importSample({ email: 'bob@x', uid: 17, replaced: [] }),
+      importSample({ email: 'bob2@x', uid: 19, replaced: [{ uid: 18, node: 'https://node0.example.com', replacedAt: 1, released: false }] }),
+    ];
+    for (const dryRun of [true, false]) {
+      const r = await importUsers(store, { users: second, dryRun });
+      assert.deepEqual(r.results.map((x) => x.result), ['conflict', 'conflict']);
+      assert.equal(r.results[0].detail, "uid 17 is another account's here (sync alice@x)");
+      assert.equal(r.results[1].detail, "uid 18 is another account's here (sync alice2@x)");
+    }
+    assert.equal(await store.get('sync', 'bob@x'), null);
+    assert.equal(await store.get('sync', 'bob2@x'), null);
+    assert.deepEqual(await store.uidHolders([19]), []);
+  });
+
+  it('the uid counter never hands back a number past 2^53 - 1: nextUid fails instead of rounding', async (store) => {
+    assert.equal(await store.setUidCounter({ value: 0, imported: 0 }, { value: Number.MAX_SAFE_INTEGER - 1, imported: 0 }), true);
+    assert.equal(await store.nextUid(), Number.MAX_SAFE_INTEGER);
+    await assert.rejects(store.nextUid(), /past 2\^53 - 1/);
+  });
+}
+
+/** A user who changed client state through the login rules: one live uid, one replaced. */
+async function loginPolicyRecord(store: UserStore): Promise<UserRecord> {
+  const policy = { clientStateChangesPerDay: 10 };
+  await login(store, { service: 'sync', email: 'churn@x', generation: 1, clientState: 'aa', allowNewUsers: true }, policy);
+  return login(store, { service: 'sync', email: 'churn@x', generation: 2, clientState: 'bb', allowNewUsers: true }, policy);
 }
 
 const created = { result: 'created', detail: '' };

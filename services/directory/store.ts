@@ -3,6 +3,7 @@
 // the same logic is correct on SQLite, one MongoDB or a sharded cluster. The
 // batch methods (getMany, replaceMany) save round trips, not atomicity: each
 // record in them is read or written on its own, as get and replace do it.
+import { InternalError } from '../../lib/errors.js';
 
 export interface ReplacedUser {
   uid: number;
@@ -82,12 +83,57 @@ export interface GuardedWrite {
   expectedVersion: number;
 }
 
+/** A uid and the account (service, email) that holds it, live or replaced. */
+export interface UidHolder {
+  uid: number;
+  service: string;
+  email: string;
+}
+
+/**
+ * An insert that would give a record a uid another account holds: one uid
+ * is one account's data on its node, so two accounts may never share one.
+ */
+export class UidTaken extends Error {
+  constructor(readonly holders: UidHolder[]) {
+    super(`uid ${holders.map((h) => `${h.uid} is held by ${h.service} ${h.email}`).join(', uid ')}`);
+  }
+}
+
+/**
+ * Every uid, live or replaced, on more than one account, as a store found
+ * them when it built its uid index on a database made before the index
+ * existed: starting would let those accounts read and write each other's data.
+ */
+export function duplicateUidsMessage(duplicates: Array<{ uid: number; holders: string[] }>, more: boolean): string {
+  const listed = duplicates.map((d) => `uid ${d.uid}: ${d.holders.join(', ')}`).join('; ');
+  return (
+    `the users store holds uids on more than one account (${listed}${more ? '; and more' : ''}): each would log in as that uid and ` +
+    'read and write the other\'s data on the node. Decide which account keeps each uid: restore the store from a backup taken before ' +
+    'the import that brought the second one in, or remove the other record by hand (SQLite: table dir_users; MongoDB: collection users), then start again'
+  );
+}
+
 export interface UserStore {
   get(service: string, email: string): Promise<UserRecord | null>;
   /** The records of `keys`, in their order; null where none exists. A key may repeat. */
   getMany(keys: readonly UserKey[]): Promise<Array<UserRecord | null>>;
-  /** Inserts a new record; false when (service, email) exists already. */
+  /**
+   * Inserts a new record; false when (service, email) exists already. Its uids
+   * (live and replaced) go into the store's uid index, whose key is the uid:
+   * UidTaken, and nothing written, when another account holds one of them.
+   * A record gets uids only here and from nextUid (which hands each out once),
+   * so no two accounts ever hold one uid.
+   */
   insert(record: UserRecord): Promise<boolean>;
+  /**
+   * The accounts holding any of `uids`, by the uid index: every uid a record
+   * was inserted with (new accounts, imports) and every uid the records held
+   * when the index was built, purged ones too (a uid is never another
+   * account's). A client-state change's new uid comes from nextUid, beyond
+   * every uid an import may bring (import-rules.ts uidReservation).
+   */
+  uidHolders(uids: readonly number[]): Promise<UidHolder[]>;
   /**
    * Writes `record` if the stored one still has version `expectedVersion`
    * (record.version must be expectedVersion + 1); false when another write came first.
@@ -124,6 +170,19 @@ export interface UserStore {
   /** Reachability check for health endpoints. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A record's uids: the live one (not 0, a retired account's) and the replaced ones. */
+export function recordUids(r: { uid: number; replaced: ReadonlyArray<{ uid: number }> }): number[] {
+  return [...(r.uid !== 0 ? [r.uid] : []), ...r.replaced.map((x) => x.uid)];
+}
+
+/** A counter value as a number: past 2^53 it would round onto another uid, so the store refuses to go on. */
+export function safeCounter(value: bigint | number): number {
+  if (typeof value === 'bigint' ? value > BigInt(Number.MAX_SAFE_INTEGER) : !Number.isSafeInteger(value)) {
+    throw new InternalError(`the uid counter is at ${value}, past 2^53 - 1: no uid can be handed out exactly`);
+  }
+  return Number(value);
 }
 
 /**

@@ -16,7 +16,21 @@ export interface SqlServer {
   url: string;
   /** Runs SQL as the database's owner; `?` placeholders on MariaDB, `$1` on PostgreSQL. */
   query(sql: string, params?: unknown[]): Promise<Array<Record<string, unknown>>>;
+  /** Another, empty database on the same server (`name`: letters, digits, `_`), with the same owner; closed at stop. */
+  database(name: string): Promise<Omit<SqlServer, 'database' | 'stop'>>;
   stop(): Promise<void>;
+}
+
+function databaseName(name: string): string {
+  if (!/^[a-z][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
+  return name;
+}
+
+/** `url` naming database `name` instead. */
+function urlOf(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
 }
 
 export type Started = { server: SqlServer } | { skip: string };
@@ -116,12 +130,21 @@ export async function startPostgres(): Promise<Started> {
     const owner = new pg.Client({ connectionString: url });
     await owner.connect();
     const started = server.child;
+    const others: Array<InstanceType<typeof pg.Client>> = [];
     return {
       server: {
         name: 'PostgreSQL',
         url,
         query: async (sql, params) => (await owner.query(sql, params)).rows,
+        async database(name) {
+          await owner.query(`CREATE DATABASE ${databaseName(name)}`);
+          const other = new pg.Client({ connectionString: urlOf(url, name) });
+          await other.connect();
+          others.push(other);
+          return { name: 'PostgreSQL', url: urlOf(url, name), query: async (sql, params) => (await other.query(sql, params)).rows };
+        },
         async stop() {
+          for (const other of others) await other.end().catch(() => undefined);
           await owner.end().catch(() => undefined);
           // SIGINT: PostgreSQL's fast shutdown.
           await stopChild(started, 'SIGINT', fastShutdown);
@@ -178,7 +201,8 @@ export async function startMariadb(): Promise<Started> {
       try {
         await root.query('CREATE DATABASE IF NOT EXISTS tokenserver');
         await root.query("CREATE USER IF NOT EXISTS 'tokenserver'@'127.0.0.1' IDENTIFIED BY ?", [password]);
-        await root.query("GRANT ALL ON tokenserver.* TO 'tokenserver'@'127.0.0.1'");
+        // Every database: tests make more (database()).
+        await root.query("GRANT ALL ON *.* TO 'tokenserver'@'127.0.0.1'");
       } finally {
         await root.end();
       }
@@ -186,15 +210,25 @@ export async function startMariadb(): Promise<Started> {
     const url = `mysql://tokenserver:${password}@127.0.0.1:${port}/tokenserver`;
     const owner = await mysql.createConnection({ uri: url, multipleStatements: true });
     const started = server.child;
+    const querier = (conn: typeof owner) => async (sql: string, params?: unknown[]) => {
+      const [rows] = await conn.query(sql, params);
+      return Array.isArray(rows) ? (rows as Array<Record<string, unknown>>) : [];
+    };
+    const others: Array<typeof owner> = [];
     return {
       server: {
         name: 'MariaDB',
         url,
-        query: async (sql, params) => {
-          const [rows] = await owner.query(sql, params);
-          return Array.isArray(rows) ? (rows as Array<Record<string, unknown>>) : [];
+        query: querier(owner),
+        async database(name) {
+          // utf8mb4: a test's rows may carry any Unicode (the server's default is latin1).
+          await owner.query(`CREATE DATABASE ${databaseName(name)} CHARACTER SET utf8mb4`);
+          const other = await mysql.createConnection({ uri: urlOf(url, name), multipleStatements: true });
+          others.push(other);
+          return { name: 'MariaDB', url: urlOf(url, name), query: querier(other) };
         },
         async stop() {
+          for (const other of others) await other.end().catch(() => undefined);
           await owner.end().catch(() => undefined);
           await stopChild(started, 'SIGTERM');
           rmSync(dir, { recursive: true, force: true });
