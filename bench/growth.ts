@@ -29,8 +29,9 @@ function withinTolerance(small: number, large: number): boolean {
 
 /**
  * Fills a SQLite users store with `count` users (uids 1..count, all on
- * NODE_URL) in one bulk INSERT … SELECT, then reads one back through the
- * store API, so a schema change fails here rather than measuring garbage.
+ * NODE_URL, in the uid index as an insert puts them) in one bulk INSERT …
+ * SELECT, then reads one back through the store API, so a schema change
+ * fails here rather than measuring garbage.
  */
 export async function fillUsers(file: string, count: number): Promise<number> {
   await (SqliteUserStore.open(file)).close();
@@ -41,6 +42,7 @@ export async function fillUsers(file: string, count: number): Promise<number> {
       WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ${count})
       INSERT INTO dir_users (service, email, uid, node, generation, client_state, seen_client_states, replaced, created_at, version)
       SELECT '${APP}', printf('fill%08d@users.fill.example', i), i, '${NODE_URL}', 0, '', '[]', '[]', ${Date.now()}, 1 FROM seq;
+      INSERT INTO dir_uids (uid, service, email) SELECT uid, service, email FROM dir_users;
       UPDATE dir_counters SET value = ${count} WHERE name = 'uid';`);
   } finally {
     db.close();
