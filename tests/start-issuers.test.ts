@@ -3,67 +3,15 @@
 // child process, as `npm start` does, on ephemeral ports in a temp folder.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { DEV_IDP_FILE, generateKey, loadOrCreateDevIdp } from '../lib/idp.js';
 import { httpRequest } from '../services/login/testkit.js';
+import { startNpmStart } from './support/npm-start.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-
-interface Started {
-  pid: number;
-  stdout: string;
-  /** stderr so far: it arrives on its own pipe, so wait with stderrMatching for what comes after the banner. */
-  stderr(): string;
-  stderrMatching(re: RegExp): Promise<string>;
-  loginUrl: string;
-  stop(): Promise<void>;
-}
-
-/** scripts/start.ts until it prints its banner (or exits). */
-function start(env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', LOGIN_PORT: '0', GATEWAY_PORT: '0', DIRECTORY_PORT: '0', NODEASSIGN_PORT: '0', DEMO_APP_PORT: '0', APPLICATIONS: 'sync/1.5', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  // 'close': the process has exited and its pipes are drained.
-  const exited = new Promise<void>((resolve) => child.on('close', () => resolve()));
-  const stderrMatching = (re: RegExp) =>
-    new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`stderr never matched ${re}: ${stderr}`)), 10_000);
-      const check = () => {
-        if (!re.test(stderr)) return;
-        clearTimeout(timer);
-        resolve(stderr);
-      };
-      child.stderr.on('data', check);
-      void exited.then(() => {
-        clearTimeout(timer);
-        reject(new Error(`exited before stderr matched ${re}: ${stderr}`));
-      });
-      check();
-    });
-  const stop = async () => {
-    child.kill('SIGINT');
-    await exited;
-  };
-  return new Promise((resolve, reject) => {
-    child.stderr.on('data', (d: Buffer) => (stderr += d));
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d;
-      const login = /login:\s+(http:\/\/\S+?)\/1\.0\//.exec(stdout);
-      if (login && stdout.includes('Ctrl-C stops everything')) resolve({ pid: child.pid!, stdout, stderr: () => stderr, stderrMatching, loginUrl: login[1], stop });
-    });
-    void exited.then(() => reject(new Error(`start.ts exited: ${stderr}`)));
-  });
-}
+const start = startNpmStart;
 
 test('npm start without TRUSTED_ISSUERS: the development IdP is trusted and the start says so loudly', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'start-dev-'));
