@@ -85,6 +85,16 @@ export const DEFAULTS = {
   RECORD_COUNTS_MAX_AGE_MS: 15_000,
   /** The scope a Bearer access token must carry (DESIGN §9.1). */
   OAUTH_SCOPE: 'https://identity.mozilla.com/apps/oldsync',
+  /** A key set fetched from a URL (DESIGN §13.1; OAUTH_JWKS and WEBHOOK_JWKS alike) is fetched again this often, seconds. */
+  OAUTH_JWKS_REFRESH: 3600,
+  /** Fewest seconds between two fetches for an unknown `kid`; also how often a login without any set tries again. */
+  OAUTH_JWKS_MIN_INTERVAL: 30,
+  /** One fetch (discovery or the set) gives up after this long, ms. */
+  OAUTH_JWKS_TIMEOUT_MS: 5000,
+  /** Largest discovery document or key set read, bytes (Mozilla's set is about 1 KiB). */
+  OAUTH_JWKS_MAX_BYTES: 262_144,
+  /** Longest a token with an unknown `kid` waits for the shared fetch, ms. */
+  OAUTH_JWKS_WAIT_MS: 5000,
 
   // ---- demo application (services/demo-app), the app behind the gateway in the dev stack and compose ----
   DEMO_APP_PORT: 8090,
@@ -453,9 +463,93 @@ export function jwksFile(env: Env, name: string): JsonWebKeyLike[] {
   return keys as JsonWebKeyLike[];
 }
 
-/** The Bearer scheme (DESIGN §9.1): on when OAUTH_JWKS is set. */
+/** Hosts plain http:// may reach (DESIGN §13.1): this machine only. */
+export function isLoopbackHost(hostname: string): boolean {
+  const h = hostname.toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || h === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/**
+ * Why `value` may not be fetched keys from (DESIGN §13.1), or undefined when it
+ * may: an absolute https:// URL, or http:// to a loopback host. No user or
+ * password in it (URLs are logged).
+ */
+export function remoteUrlProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `is not a URL: ${JSON.stringify(value.slice(0, 200))}`;
+  }
+  if (url.username !== '' || url.password !== '') return 'must not carry a user or password';
+  if (url.protocol === 'https:') return undefined;
+  if (url.protocol === 'http:') return isLoopbackHost(url.hostname) ? undefined : `http:// is accepted only to a loopback host (use https://), got ${url.host}`;
+  return `must be an https:// URL, got ${url.protocol}`;
+}
+
+/** `value` is a URL (any scheme) rather than a file path. */
+const URL_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/** The OpenID Connect discovery document of `issuer` (OpenID Connect Discovery 1.0 §4). */
+export function discoveryUrl(issuer: string): string {
+  return `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
+}
+
+/**
+ * A key set fetched from the provider (DESIGN §13.1): from a JWKS URL, or from
+ * the `jwks_uri` of the issuer's discovery document, kept on disk at `cache`.
+ */
+export interface RemoteJwks {
+  /** The variable the set comes from (OAUTH_JWKS or WEBHOOK_JWKS, or OAUTH_ISSUER for discovery): logs and errors name it. */
+  variable: string;
+  /** Exactly one of: the JWKS URL, or the issuer whose discovery document names it. */
+  jwksUrl?: string;
+  discoveryIssuer?: string;
+  /** Where the last good set is kept; unset: nowhere. */
+  cache?: string;
+  refreshSeconds: number;
+  minIntervalSeconds: number;
+  timeoutMs: number;
+  maxBytes: number;
+  waitMs: number;
+}
+
+/** A key set: read from a file at start, or fetched (RemoteJwks). */
+export type JwksConfig = { file: string; keys: JsonWebKeyLike[] } | { remote: RemoteJwks };
+
+/** What OAUTH_JWKS and WEBHOOK_JWKS share: how often a fetched set is fetched again. */
+function remoteJwks(env: Env, variable: string, where: { jwksUrl: string } | { discoveryIssuer: string }, cacheVariable: string): RemoteJwks {
+  const cache = env[cacheVariable]?.trim();
+  return {
+    variable,
+    ...where,
+    ...(cache ? { cache: path.resolve(cache) } : {}),
+    refreshSeconds: int(env, 'OAUTH_JWKS_REFRESH', DEFAULTS.OAUTH_JWKS_REFRESH, 1, 86_400 * 7),
+    minIntervalSeconds: int(env, 'OAUTH_JWKS_MIN_INTERVAL', DEFAULTS.OAUTH_JWKS_MIN_INTERVAL, 1, 3600),
+    timeoutMs: DEFAULTS.OAUTH_JWKS_TIMEOUT_MS,
+    maxBytes: DEFAULTS.OAUTH_JWKS_MAX_BYTES,
+    waitMs: DEFAULTS.OAUTH_JWKS_WAIT_MS,
+  };
+}
+
+/** `name` as a file path (read now) or a URL (fetched by login); undefined when unset. */
+export function jwksConfig(env: Env, name: string, cacheVariable: string): JwksConfig | undefined {
+  const value = env[name]?.trim();
+  if (!value) return undefined;
+  if (!URL_FORM.test(value)) return { file: value, keys: jwksFile(env, name) };
+  const problem = remoteUrlProblem(value);
+  if (problem) throw new ConfigError(name, problem);
+  return { remote: remoteJwks(env, name, { jwksUrl: value }, cacheVariable) };
+}
+
+/** OAUTH_ISSUER, when set: an exact string (discovery compares it byte for byte). */
+function oauthIssuer(env: Env): string | undefined {
+  return env.OAUTH_ISSUER?.trim() || undefined;
+}
+
+/** The Bearer scheme (DESIGN §9.1, §13.1): on when OAUTH_JWKS is set, or OAUTH_ISSUER alone (keys by discovery). */
 export interface BearerConfig {
-  jwks: JsonWebKeyLike[];
+  jwks: JwksConfig;
   /** OAUTH_ISSUER: the `iss` required, when set. */
   issuer?: string;
   scope: string;
@@ -464,18 +558,25 @@ export interface BearerConfig {
 }
 
 export function bearerConfig(env: Env): BearerConfig | undefined {
-  if (!env.OAUTH_JWKS?.trim()) return undefined;
+  const issuer = oauthIssuer(env);
+  let jwks = jwksConfig(env, 'OAUTH_JWKS', 'OAUTH_JWKS_CACHE');
+  if (!jwks && issuer) {
+    const problem = remoteUrlProblem(issuer);
+    if (problem) throw new ConfigError('OAUTH_ISSUER', `${problem} (with OAUTH_JWKS unset, its discovery document names the keys)`);
+    jwks = { remote: remoteJwks(env, 'OAUTH_ISSUER', { discoveryIssuer: issuer }, 'OAUTH_JWKS_CACHE') };
+  }
+  if (!jwks) return undefined;
   return {
-    jwks: jwksFile(env, 'OAUTH_JWKS'),
-    issuer: env.OAUTH_ISSUER?.trim() || undefined,
+    jwks,
+    issuer,
     scope: str(env, 'OAUTH_SCOPE', DEFAULTS.OAUTH_SCOPE),
     maxLifetime: int(env, 'MAX_ACCESS_TOKEN_LIFETIME', DEFAULTS.MAX_ACCESS_TOKEN_LIFETIME, 1, 86_400 * 365),
   };
 }
 
-/** The account events webhook (DESIGN §9.4): on when WEBHOOK_JWKS is set. */
+/** The account events webhook (DESIGN §9.4): on when WEBHOOK_JWKS (a file or a URL) is set. */
 export interface WebhookConfig {
-  jwks: JsonWebKeyLike[];
+  jwks: JwksConfig;
   audience: string;
   /** OAUTH_ISSUER, when set. */
   issuer?: string;
@@ -484,11 +585,12 @@ export interface WebhookConfig {
 }
 
 export function webhookConfig(env: Env): WebhookConfig | undefined {
-  if (!env.WEBHOOK_JWKS?.trim()) return undefined;
+  const jwks = jwksConfig(env, 'WEBHOOK_JWKS', 'WEBHOOK_JWKS_CACHE');
+  if (!jwks) return undefined;
   return {
-    jwks: jwksFile(env, 'WEBHOOK_JWKS'),
+    jwks,
     audience: str(env, 'WEBHOOK_AUDIENCE'),
-    issuer: env.OAUTH_ISSUER?.trim() || undefined,
+    issuer: oauthIssuer(env),
     // The directory keeps a claim for at most a day (ClaimEventToken): the window plus twice the largest skew fits.
     maxAge: int(env, 'WEBHOOK_MAX_AGE', DEFAULTS.WEBHOOK_MAX_AGE, 1, 79_200),
   };
@@ -503,7 +605,7 @@ export function webhookConfig(env: Env): WebhookConfig | undefined {
  */
 export function metricsHashSecret(env: Env, bearer: boolean): string | undefined {
   const v = secretValue(env, 'METRICS_HASH_SECRET');
-  if (v === undefined && bearer) throw new ConfigError('METRICS_HASH_SECRET', 'is required when OAUTH_JWKS enables Bearer (the key of hashed_fxa_uid; empty is not accepted)');
+  if (v === undefined && bearer) throw new ConfigError('METRICS_HASH_SECRET', 'is required when OAUTH_JWKS or OAUTH_ISSUER enables Bearer (the key of hashed_fxa_uid; empty is not accepted)');
   return v;
 }
 
@@ -583,7 +685,7 @@ export interface LoginConfig {
   metrics?: MetricsListener;
   /** ALLOWED_USERS: unset, everyone the other rules accept. */
   allowedUsers?: AllowedUsersSource;
-  /** Set when OAUTH_JWKS enables Bearer. */
+  /** Set when OAUTH_JWKS or OAUTH_ISSUER enables Bearer. */
   bearer?: BearerConfig;
   /** Set when WEBHOOK_JWKS enables the account events webhook. */
   webhook?: WebhookConfig;
@@ -600,7 +702,7 @@ export function loginConfig(
   env: Env,
   overrides: { masterSecrets?: string[]; internalSecret?: string; trustedIssuers?: TrustedIssuers; audiences?: string[] } = {},
 ): LoginConfig {
-  // TRUSTED_ISSUERS enables the assertion schemes, OAUTH_JWKS Bearer (DESIGN §9.3); an empty map: assertions off.
+  // TRUSTED_ISSUERS enables the assertion schemes, OAUTH_JWKS or OAUTH_ISSUER Bearer (DESIGN §9.3, §13.1); an empty map: assertions off.
   const bearer = bearerConfig(env);
   let trustedIssuers: TrustedIssuers = new Map();
   if (env.TRUSTED_ISSUERS?.trim()) {
@@ -608,7 +710,7 @@ export function loginConfig(
   } else if (overrides.trustedIssuers) {
     trustedIssuers = overrides.trustedIssuers;
   } else if (!bearer) {
-    throw new ConfigError('TRUSTED_ISSUERS', 'or OAUTH_JWKS is required: at least one login scheme must be on (TRUSTED_ISSUERS: a JSON file of trusted issuers and their keys, for Assertion/BrowserID; OAUTH_JWKS: a JWKS file, for Bearer)');
+    throw new ConfigError('TRUSTED_ISSUERS', 'or OAUTH_JWKS or OAUTH_ISSUER is required: at least one login scheme must be on (TRUSTED_ISSUERS: a JSON file of trusted issuers and their keys, for Assertion/BrowserID; OAUTH_JWKS: a JWKS file or URL, or OAUTH_ISSUER: a provider found by discovery, for Bearer)');
   }
   const audiences = env.AUDIENCES?.trim() ? list(env, 'AUDIENCES', '') : (overrides.audiences ?? []);
   // Audiences are what assertions are made for; Bearer tokens carry a scope instead.

@@ -182,6 +182,9 @@ export class ServiceUnavailable extends ProtocolError {
 /** No node has room for a new user. */
 export class NoNodeAvailable extends ServiceUnavailable {}
 
+/** DESIGN §13.1: no key set from the provider yet (nothing fetched, nothing cached), so no token can be checked. */
+export class KeysUnavailable extends ServiceUnavailable {}
+
 export class GatewayTimeout extends ProtocolError {
   override readonly status = 504;
 }
@@ -214,6 +217,7 @@ export const errorClasses: Record<string, new (description: string) => ProtocolE
   BadGateway,
   ServiceUnavailable,
   NoNodeAvailable,
+  KeysUnavailable,
   GatewayTimeout,
   RecordNotFound,
   Conflict,
@@ -316,6 +320,7 @@ const LOGIN_ANSWER_BY_CLASS: Partial<Record<string, MozillaErrorKey>> = {
   InvalidKeysChangedAt: 'oldKeysChangedAt',
   NoNodeAvailable: 'noNode',
   ServiceUnavailable: 'resourceUnavailable',
+  KeysUnavailable: 'resourceUnavailable',
   InternalError: 'serverError',
 };
 

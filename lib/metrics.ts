@@ -142,9 +142,37 @@ export class LoginMetrics extends ServiceMetrics {
     labelNames: ['action'],
     registers: [this.registry],
   });
+  /** DESIGN §13.1: fetches of a key set from the provider, by set (oauth, webhook) and outcome. */
+  readonly jwksFetches = new Counter<'set' | 'outcome'>({
+    name: 'login_jwks_fetches_total',
+    help: 'Fetches of a key set from the provider (OAUTH_JWKS / WEBHOOK_JWKS as a URL, or discovery), by set and outcome ("ok", or why it failed)',
+    labelNames: ['set', 'outcome'],
+    registers: [this.registry],
+  });
+  /** When each fetched set in use was fetched (ms), read at scrape time. */
+  private readonly jwksFetchedAt = new Map<string, () => number | undefined>();
+  readonly jwksAge = new Gauge<'set'>({
+    name: 'login_jwks_age_seconds',
+    help: 'Age of the key set in use, since it was fetched from the provider, by set; absent while there is none (a cluster shows its oldest)',
+    labelNames: ['set'],
+    registers: [this.registry],
+    aggregator: 'max',
+    collect: () => {
+      this.jwksAge.reset();
+      for (const [set, fetchedAt] of this.jwksFetchedAt) {
+        const at = fetchedAt();
+        if (at !== undefined) this.jwksAge.set({ set }, Math.max(0, (Date.now() - at) / 1000));
+      }
+    },
+  });
 
   constructor() {
     super('login');
+  }
+
+  /** Reports the age of `set` (from `fetchedAtMs`, undefined while none) as login_jwks_age_seconds. */
+  watchJwksAge(set: string, fetchedAtMs: () => number | undefined): void {
+    this.jwksFetchedAt.set(set, fetchedAtMs);
   }
 
   /** Runs one backend call and records its latency and outcome. */

@@ -143,7 +143,14 @@ export async function startPart(name: PartName, env: Env, links: PartLinks = {},
     case 'login': {
       const { startLogin } = await import('../services/login/server.js');
       const loginPort = port(env, 'LOGIN_PORT', DEFAULTS.LOGIN_PORT);
-      const loginEnv: Env = { ...env, DIRECTORY_ADDR: links.directoryAddr, NODEASSIGN_ADDR: links.nodeAssignAddr };
+      const loginEnv: Env = {
+        ...env,
+        DIRECTORY_ADDR: links.directoryAddr,
+        NODEASSIGN_ADDR: links.nodeAssignAddr,
+        // Key sets fetched from the provider are kept under DATA_DIR, so a restart while it is down still logs in (DESIGN §13.1).
+        OAUTH_JWKS_CACHE: env.OAUTH_JWKS_CACHE?.trim() || path.join(ctx.dataDir, 'oauth-jwks.json'),
+        WEBHOOK_JWKS_CACHE: env.WEBHOOK_JWKS_CACHE?.trim() || path.join(ctx.dataDir, 'webhook-jwks.json'),
+      };
       // The audience is the login URL a client talks to; with LOGIN_PORT=0 it is known once bound.
       let config = loginConfig(loginEnv, {
         masterSecrets: ctx.masterSecrets,

@@ -1,14 +1,17 @@
-// JWTs checked locally against a JWKS file (DESIGN §9.1 access tokens, §9.4
-// security event tokens). Never a network call, and never a key named by the
-// token (jwk, jku, x5u, x5c are ignored). Every key is imported once at start
-// into a KeyObject with the assertion verifier's own rules (RSA ≥ 2048 bits, a
-// sane exponent, P-256), so a bad file stops the service. A token is decoded
+// JWTs checked locally against a key set (DESIGN §9.1 access tokens, §9.4
+// security event tokens): a JWKS file, or one fetched from the provider in the
+// background (jwks-source.ts, §13.1). Never a key named by the token (jwk, jku,
+// x5u, x5c are ignored), and no network call but the shared refresh a `kid`
+// naming no known key asks for. Every key is imported once, when its set is
+// read, into a KeyObject with the assertion verifier's own rules (RSA ≥ 2048
+// bits, a sane exponent, P-256): a bad file stops the service; a bad key of a
+// fetched set is skipped (importUsableJwks). A token is decoded
 // by jws.ts, its keys picked by `kid` and by the algorithm of the key, its
 // signature checked with node:crypto, and its claims by the pure checks below,
 // which are the checks of jose's jwtVerify.
 import type { KeyObject } from 'node:crypto';
 import type { JsonWebKeyLike } from '../../lib/config.js';
-import { ConfigError, InvalidCredentials, InvalidTimestamp } from '../../lib/errors.js';
+import { ConfigError, InvalidCredentials, InvalidTimestamp, KeysUnavailable } from '../../lib/errors.js';
 import { importVerifyKey, signedBy } from './assertion.js';
 import { parseCompactJws } from './jws.js';
 
@@ -76,6 +79,59 @@ export function importJwks(jwks: readonly JsonWebKeyLike[], variable: string, al
   });
 }
 
+/** Why one JWK of a set cannot verify anything, or the key: importJwks's rules, for one key. */
+function importOne(jwk: unknown, algorithms: readonly JwtAlgorithm[]): JwksKey | string {
+  if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) return 'not a JSON object';
+  const kty = (jwk as { kty?: unknown }).kty;
+  if (typeof kty !== 'string') return 'no "kty"';
+  try {
+    return importJwks([jwk as JsonWebKeyLike], 'key', algorithms)[0];
+  } catch (e) {
+    // ConfigError's message starts "key: key 0: "; keep the reason.
+    return (e as Error).message.replace(/^key: key 0: /, '');
+  }
+}
+
+/**
+ * A fetched set (DESIGN §13.1): the keys that pass importJwks's rules, and for
+ * each one that does not, its position, `kid` and why, to be logged. A set
+ * whose keys all fail is the caller's to refuse.
+ */
+export function importUsableJwks(jwks: readonly unknown[], algorithms: readonly JwtAlgorithm[]): { keys: JwksKey[]; usable: unknown[]; skipped: Array<{ index: number; kid?: string; reason: string }> } {
+  const keys: JwksKey[] = [];
+  const usable: unknown[] = [];
+  const skipped: Array<{ index: number; kid?: string; reason: string }> = [];
+  jwks.forEach((jwk, index) => {
+    const got = importOne(jwk, algorithms);
+    if (typeof got !== 'string') {
+      keys.push(got);
+      usable.push(jwk);
+      return;
+    }
+    const kid = (jwk as { kid?: unknown } | null)?.kid;
+    skipped.push({ index, ...(typeof kid === 'string' ? { kid: kid.slice(0, 100) } : {}), reason: got });
+  });
+  return { keys, usable, skipped };
+}
+
+/**
+ * Where a verifier's keys come from: a fixed set (a file), or one fetched from
+ * the provider (jwks-source.ts). `keys` is read on every token, so it is a
+ * plain field; undefined while no set has arrived.
+ */
+export interface KeySet {
+  readonly keys: readonly JwksKey[] | undefined;
+  /** For a token whose `kid` names no known key: the shared, rate-limited refresh, bounded in time; the keys after it. */
+  refreshForUnknownKid(): Promise<readonly JwksKey[] | undefined>;
+  /** Retry-After while there are no keys, seconds. */
+  readonly retryAfterSeconds: number;
+}
+
+/** A set that never changes: a file's. */
+export function fixedKeySet(keys: readonly JwksKey[]): KeySet {
+  return { keys, refreshForUnknownKid: async () => keys, retryAfterSeconds: 0 };
+}
+
 /** What a verifier requires of a token beyond its signature. */
 export interface JwtRules {
   /** The header's `typ`, as a media type (sameMediaType); unchecked when absent. */
@@ -140,16 +196,33 @@ export interface VerifiedJwt {
 export type JwtVerify = (token: string, nowMs: number) => Promise<VerifiedJwt>;
 
 /**
- * A verifier of JWTs signed by a key of `jwks` with one of `algorithms`,
- * meeting `rules`: the header and claims, or InvalidTimestamp (expired) /
- * InvalidCredentials (anything else). `what` names the token in errors.
+ * A verifier of JWTs signed by a key of `jwks` (a file's keys, imported now)
+ * with one of `algorithms`, meeting `rules` (jwtVerifier).
  */
 export function localJwtVerifier(jwks: readonly JsonWebKeyLike[], variable: string, algorithms: readonly JwtAlgorithm[], rules: JwtRules, what: string): JwtVerify {
-  const keys = importJwks(jwks, variable, algorithms);
+  return jwtVerifier(fixedKeySet(importJwks(jwks, variable, algorithms)), variable, algorithms, rules, what);
+}
+
+/**
+ * A verifier of JWTs signed by a key of `set` with one of `algorithms`, meeting
+ * `rules`: the header and claims, or InvalidTimestamp (expired) /
+ * InvalidCredentials (anything else) / KeysUnavailable (no set yet). `what`
+ * names the token in errors, `variable` the keys' origin.
+ */
+export function jwtVerifier(set: KeySet, variable: string, algorithms: readonly JwtAlgorithm[], rules: JwtRules, what: string): JwtVerify {
   return async (token, nowMs) => {
     const jws = parseCompactJws(token, what, algorithms, true);
+    let keys = set.keys;
+    if (keys === undefined) throw new KeysUnavailable(`no key set from ${variable} yet`, set.retryAfterSeconds);
+    let candidates = candidateKeys(keys, jws.alg, jws.header.kid);
+    const kid = jws.header.kid;
+    // A kid no key has may be the provider's new key: one shared refresh (rate-limited by the set) and one more look.
+    if (candidates.length === 0 && typeof kid === 'string' && !keys.some((k) => k.kid === kid)) {
+      keys = (await set.refreshForUnknownKid()) ?? keys;
+      candidates = candidateKeys(keys, jws.alg, kid);
+    }
     let signed = false;
-    for (const k of candidateKeys(keys, jws.alg, jws.header.kid)) {
+    for (const k of candidates) {
       // The key's algorithm, never the token's: candidateKeys only offers keys of jws.alg.
       if (jws.signature.length === k.signatureBytes && (await signedBy(jws, k.key))) {
         signed = true;

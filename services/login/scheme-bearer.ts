@@ -1,10 +1,12 @@
 // The Bearer scheme (DESIGN §9.1): an OAuth access token (JWT, typ at+jwt)
-// signed by a key of OAUTH_JWKS, plus `X-KeyID: <keys_changed_at>-<client
-// state>`. On when OAUTH_JWKS is set. The signature and the JWT claims are
-// checked by jwks.ts; scope, sub, lifetime and X-KeyID by the pure functions here.
+// signed by a key of the provider's set, plus `X-KeyID: <keys_changed_at>-<client
+// state>`. On when OAUTH_JWKS (a file or a URL) or OAUTH_ISSUER (discovery) is
+// set; the set is kept by jwks-source.ts (§13.1). The signature and the JWT
+// claims are checked by jwks.ts; scope, sub, lifetime and X-KeyID by the pure
+// functions here.
 import { InvalidClientState, InvalidCredentials, InvalidKeyId, MOZILLA_ERRORS } from '../../lib/errors.js';
 import { checkTimes, parseGeneration } from './assertion.js';
-import { localJwtVerifier } from './jwks.js';
+import { importJwks, jwtVerifier, fixedKeySet } from './jwks.js';
 import { base64UrlDecode } from './jws.js';
 import type { SchemeFactory } from './scheme.js';
 
@@ -59,13 +61,19 @@ export function accessTokenClaims(payload: Record<string, unknown>, scope: strin
   return generation ? { sub, generation } : { sub };
 }
 
-export const bearerScheme: SchemeFactory = async (config) => {
+/** The algorithms of access tokens (and so the keys of their set). */
+export const ACCESS_TOKEN_ALGORITHMS = ['RS256', 'ES256'] as const;
+
+export const bearerScheme: SchemeFactory = async (config, keys) => {
   const bearer = config.bearer;
   if (!bearer) return null;
-  const verifyJwt = localJwtVerifier(
-    bearer.jwks,
-    'OAUTH_JWKS',
-    ['RS256', 'ES256'],
+  // Login passes the set it keeps; one built from a file here serves callers that make a scheme alone.
+  const set = keys.oauth ?? ('file' in bearer.jwks ? fixedKeySet(importJwks(bearer.jwks.keys, 'OAUTH_JWKS', ACCESS_TOKEN_ALGORITHMS)) : undefined);
+  if (!set) throw new Error('Bearer with a fetched key set needs its key source (startKeySource)');
+  const verifyJwt = jwtVerifier(
+    set,
+    'file' in bearer.jwks ? 'OAUTH_JWKS' : bearer.jwks.remote.variable,
+    ACCESS_TOKEN_ALGORITHMS,
     { typ: 'at+jwt', issuer: bearer.issuer, requiredClaims: ['exp'], skewSeconds: config.assertionSkew },
     'access token',
   );

@@ -2,6 +2,7 @@
 // implements and schemes.ts assembles, in a file of their own so that neither
 // imports the other.
 import type { LoginConfig } from '../../lib/config.js';
+import type { KeySet } from './jwks.js';
 
 /** Who logged in, as the directory's rules need it. */
 export interface Identity {
@@ -32,5 +33,10 @@ export interface AuthScheme {
   verify(credentials: string, request: AuthRequest): Promise<Identity>;
 }
 
+/** Key sets login keeps up to date (jwks-source.ts): Bearer's, when Bearer is on. */
+export interface SchemeKeys {
+  oauth?: KeySet;
+}
+
 /** Builds the scheme from the configuration, or null when the configuration leaves it off. */
-export type SchemeFactory = (config: LoginConfig) => Promise<AuthScheme | null>;
+export type SchemeFactory = (config: LoginConfig, keys: SchemeKeys) => Promise<AuthScheme | null>;

@@ -5,7 +5,7 @@
 import type { LoginConfig } from '../../lib/config.js';
 import { MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { splitAuthorization } from './authorization.js';
-import type { AuthRequest, AuthScheme, Identity, SchemeFactory } from './scheme.js';
+import type { AuthRequest, AuthScheme, Identity, SchemeFactory, SchemeKeys } from './scheme.js';
 import { assertionScheme } from './scheme-assertion.js';
 import { bearerScheme } from './scheme-bearer.js';
 
@@ -39,7 +39,7 @@ export function authenticator(schemes: readonly AuthScheme[]): Authenticator {
 }
 
 /** The enabled schemes (lib/config.ts guarantees at least one). */
-export async function createAuthenticator(config: LoginConfig): Promise<Authenticator> {
-  const schemes = (await Promise.all(FACTORIES.map((f) => f(config)))).filter((s): s is AuthScheme => s !== null);
+export async function createAuthenticator(config: LoginConfig, keys: SchemeKeys = {}): Promise<Authenticator> {
+  const schemes = (await Promise.all(FACTORIES.map((f) => f(config, keys)))).filter((s): s is AuthScheme => s !== null);
   return authenticator(schemes);
 }

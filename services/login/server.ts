@@ -19,8 +19,11 @@ import { versionEndpoint } from './actions/version.js';
 import { WEBHOOK_PATH, webhookEndpoint } from './actions/webhook.js';
 import { connectBackends } from './backends.js';
 import { errorHandler } from './error-handler.js';
+import { startKeySource } from './jwks-source.js';
+import { ACCESS_TOKEN_ALGORITHMS } from './scheme-bearer.js';
 import { createAuthenticator } from './schemes.js';
-import { requestContext, type LoginDeps } from './shared.js';
+import { requestContext, type LoginDeps, type LoginKeySources } from './shared.js';
+import { WEBHOOK_ALGORITHMS } from './actions/webhook.js';
 
 export interface RunningLogin {
   port: number;
@@ -85,14 +88,42 @@ function reloadAllowListOnHangup(config: LoginConfig, log: Logger): () => void {
   return () => process.off('SIGHUP', reload);
 }
 
+/**
+ * Bearer's and the webhook's key sets (DESIGN §13.1): a file's now, or the
+ * provider's after the first fetch at start (or its disk copy, or none yet).
+ * Each login process keeps its own, cluster workers included.
+ */
+async function startKeySources(config: LoginConfig, log: Logger, metrics: LoginMetrics): Promise<LoginKeySources> {
+  const sources: LoginKeySources = {};
+  try {
+    if (config.bearer) sources.oauth = await startKeySource(config.bearer.jwks, 'OAUTH_JWKS', { set: 'oauth', algorithms: ACCESS_TOKEN_ALGORITHMS, log, metrics });
+    if (config.webhook) sources.webhook = await startKeySource(config.webhook.jwks, 'WEBHOOK_JWKS', { set: 'webhook', algorithms: WEBHOOK_ALGORITHMS, log, metrics });
+  } catch (err) {
+    sources.oauth?.close();
+    throw err;
+  }
+  return sources;
+}
+
 export async function startLogin(config: LoginConfig, options: StartLoginOptions = {}): Promise<RunningLogin> {
   const log = logger('login');
-  const auth = await createAuthenticator(config);
-  if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
   const metrics = new LoginMetrics();
+  const keySources = await startKeySources(config, log, metrics);
+  const closeKeySources = () => {
+    keySources.oauth?.close();
+    keySources.webhook?.close();
+  };
+  let auth;
+  try {
+    auth = await createAuthenticator(config, { oauth: keySources.oauth });
+  } catch (err) {
+    closeKeySources();
+    throw err;
+  }
+  if (trustsDevIdp(config.trustedIssuers)) log.warn(DEV_IDP_WARNING);
   const backends = connectBackends(config, metrics);
   const loopDelay = watchLoopDelay();
-  const app = createApp({ config, auth, backends, log, metrics, loopDelay });
+  const app = createApp({ config, auth, backends, log, metrics, loopDelay, keySources });
   const server = createServer(app.callback());
   const close = serverCloser(server);
   answerClientErrors(server, log);
@@ -106,6 +137,7 @@ export async function startLogin(config: LoginConfig, options: StartLoginOptions
   } catch (err) {
     backends.close();
     loopDelay.stop();
+    closeKeySources();
     throw err;
   }
   let exposed: RunningMetrics | undefined;
@@ -115,6 +147,7 @@ export async function startLogin(config: LoginConfig, options: StartLoginOptions
     await close();
     backends.close();
     loopDelay.stop();
+    closeKeySources();
     throw err;
   }
   const stopReloading = reloadAllowListOnHangup(config, log);
@@ -131,6 +164,7 @@ export async function startLogin(config: LoginConfig, options: StartLoginOptions
       await close(graceMs);
       backends.close();
       loopDelay.stop();
+      closeKeySources();
     },
   };
 }

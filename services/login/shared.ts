@@ -7,6 +7,7 @@ import { flatLogger, type Logger } from '../../lib/log.js';
 import { statusStringOf, type LoginMetrics } from '../../lib/metrics.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import type { Backends } from './backends.js';
+import type { KeySource } from './jwks-source.js';
 import type { Authenticator } from './schemes.js';
 
 export interface LoginDeps {
@@ -17,6 +18,13 @@ export interface LoginDeps {
   log: Logger;
   metrics: LoginMetrics;
   loopDelay: LoopDelay;
+  /** The key sets of Bearer and of the webhook, when on (jwks-source.ts); absent: read from their files. */
+  keySources?: LoginKeySources;
+}
+
+export interface LoginKeySources {
+  oauth?: KeySource;
+  webhook?: KeySource;
 }
 
 export const GET_HEAD = ['GET', 'HEAD'] as const;

@@ -1,11 +1,20 @@
 // OAuth access tokens and security event tokens for tests (DESIGN §9.1, §9.4),
-// signed with jose by keys made here, and the JWKS files login reads.
-import { KeyObject, sign } from 'node:crypto';
+// signed with jose by keys made here, and the JWKS files login reads. Access
+// tokens and keys have the shape Mozilla accounts gives them (DESIGN §13.2:
+// fxa-auth-server's jwt_access_token and jwks): header {alg, kid, typ at+JWT};
+// claims aud (Mozilla's own token server, never checked by us), client_id,
+// exp, iat, iss, jti, scope, sub, fxa-generation, fxa-profileChangedAt; keys
+// with alg, use and fxa-createdAt. tests/support/oauth-provider.ts serves them.
+import { KeyObject, randomBytes, sign } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
 
 export const OLDSYNC_SCOPE = 'https://identity.mozilla.com/apps/oldsync';
+/** The `aud` Mozilla accounts puts in oldsync access tokens: its own token server. */
+export const MOZILLA_TOKEN_SERVER = 'https://token.services.mozilla.com';
+/** Firefox desktop's OAuth client id, as Mozilla accounts writes `client_id` (hex). */
+export const FIREFOX_CLIENT_ID = '5882386c6d801776';
 
 export interface SigningKey {
   alg: 'RS256' | 'ES256';
@@ -14,9 +23,17 @@ export interface SigningKey {
   publicJwk: JWK;
 }
 
+/** A key pair; its public JWK as Mozilla accounts publishes one (alg, kid, fxa-createdAt, use). */
 export async function signingKey(alg: SigningKey['alg'], kid: string): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  return { alg, kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, use: 'sig' } };
+  // fxa-createdAt: seconds, to the hour, as Mozilla's key generator rounds it.
+  const createdAt = Math.round(Date.now() / 3_600_000) * 3600;
+  return { alg, kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), alg, kid, 'fxa-createdAt': createdAt, use: 'sig' } as JWK };
+}
+
+/** A key id as Mozilla accounts makes them: the day and a hash-like suffix. */
+export function mozillaKid(): string {
+  return `${new Date().toISOString().slice(0, 10)}-${randomBytes(16).toString('hex')}`;
 }
 
 /** Writes `{"keys": [...]}` to `dir/name` and returns the path. */
@@ -32,10 +49,27 @@ export async function signJwt(key: SigningKey, claims: JWTPayload, header: Recor
   return new SignJWT(claims).setProtectedHeader(protectedHeader as { alg: string }).sign(key.privateKey);
 }
 
-/** An access token for `sub`, valid for a minute unless `claims` say otherwise. */
+/**
+ * An access token for `sub` as Mozilla accounts makes one for Firefox Sync,
+ * valid for a minute unless `claims` say otherwise (`iss` comes in `claims`).
+ */
 export function accessToken(key: SigningKey, sub: string, claims: JWTPayload = {}, header: Record<string, unknown> = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return signJwt(key, { sub, scope: `profile ${OLDSYNC_SCOPE}`, iat: now, exp: now + 60, ...claims }, { typ: 'at+jwt', ...header });
+  return signJwt(
+    key,
+    {
+      aud: MOZILLA_TOKEN_SERVER,
+      client_id: FIREFOX_CLIENT_ID,
+      exp: now + 60,
+      iat: now,
+      jti: randomBytes(32).toString('hex'),
+      scope: `profile ${OLDSYNC_SCOPE}`,
+      sub,
+      'fxa-profileChangedAt': (now - 86_400) * 1000,
+      ...claims,
+    },
+    { typ: 'at+JWT', ...header },
+  );
 }
 
 /** `X-KeyID: <kca>-<base64url of the hex client state's bytes>`. */

@@ -1,5 +1,5 @@
 // POST /1.0/webhooks/fxa/events — account events (DESIGN §9.4), on when
-// WEBHOOK_JWKS is set. `Authorization: Bearer <security event token>`: the
+// WEBHOOK_JWKS (a file or a URL, kept as §13.1 says) is set. `Authorization: Bearer <security event token>`: the
 // token's claims name the account (`sub`) and its events. Each event is
 // idempotent, so a redelivery changes nothing more.
 import { createHash } from 'node:crypto';
@@ -7,7 +7,7 @@ import type { Middleware } from 'koa';
 import type { WebhookConfig } from '../../../lib/config.js';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, MOZILLA_ERRORS, PayloadTooLarge } from '../../../lib/errors.js';
 import { authorizationOf, splitAuthorization } from '../authorization.js';
-import { localJwtVerifier } from '../jwks.js';
+import { fixedKeySet, importJwks, jwtVerifier } from '../jwks.js';
 import { allowMethods, type LoginDeps } from '../shared.js';
 
 export const WEBHOOK_PATH = '/1.0/webhooks/fxa/events';
@@ -17,6 +17,8 @@ export const PASSWORD_CHANGE = `${EVENT_BASE}password-change`;
 /** Larger bodies are refused unread (the event is in the token; a body is only checked to be JSON). */
 const MAX_BODY_BYTES = 65_536;
 const SUB = /^[A-Za-z0-9_-]{1,64}$/;
+/** Security event tokens are RS256 (DESIGN §9.4), and so the keys of their set. */
+export const WEBHOOK_ALGORITHMS = ['RS256'] as const;
 
 export type AccountEvent =
   | { kind: 'delete-user' }
@@ -107,10 +109,12 @@ async function checkBody(req: NodeJS.ReadableStream): Promise<void> {
 
 export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middleware[] {
   const { config, backends, log } = deps;
-  const verifyJwt = localJwtVerifier(
-    webhook.jwks,
+  const set = deps.keySources?.webhook ?? ('file' in webhook.jwks ? fixedKeySet(importJwks(webhook.jwks.keys, 'WEBHOOK_JWKS', WEBHOOK_ALGORITHMS)) : undefined);
+  if (!set) throw new Error('the webhook with a fetched key set needs its key source (startKeySource)');
+  const verifyJwt = jwtVerifier(
+    set,
     'WEBHOOK_JWKS',
-    ['RS256'],
+    WEBHOOK_ALGORITHMS,
     { audience: webhook.audience, issuer: webhook.issuer, skewSeconds: config.assertionSkew },
     'event token',
   );
