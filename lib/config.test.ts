@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, SAMPLE_SECRETS, secretValue } from './config.js';
+import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeSecrets as nodeSecretsOf, nodeSecretsProblem, SAMPLE_SECRETS, secretValue } from './config.js';
+import { nodeSecrets } from './token.js';
 import { ConfigError } from './errors.js';
 
 const secret = (bytes = 32) => randomBytes(bytes).toString('hex');
@@ -84,6 +85,81 @@ test('*_FILE: the value comes from the file; both forms, an unreadable or empty 
     writeFileSync(file, 'short');
     refused(() => masterSecrets({ MASTER_SECRETS_FILE: file }), 'MASTER_SECRETS', /64/);
   });
+});
+
+test('NODE_SECRETS: a gateway holds the node secrets `cli nodes secret` prints, and then no master secret', () => {
+  const url = 'https://n.example';
+  const masters = [secret(), secret(48)];
+  const derived = nodeSecrets(masters, url);
+  const env = { NODE_URL: url, UPSTREAM_URL: 'http://127.0.0.1:1' };
+  const config = gatewayConfig({ ...env, NODE_SECRETS: derived.join(',') });
+  assert.deepEqual(config.nodeSecrets, derived);
+  assert.equal(config.masterSecrets, undefined);
+  assert.equal(config.tokenSecrets, 'derived');
+  // Each master's node secret is half its bytes, in hex: 64 and 96 digits here.
+  assert.deepEqual(derived.map((s) => s.length), [64, 96]);
+  assert.deepEqual(gatewayConfig({ ...env, NODE_SECRETS: ` ${derived[0]} ` }).nodeSecrets, [derived[0]]);
+  // Unset, MASTER_SECRETS as before.
+  assert.deepEqual(gatewayConfig({ ...env, MASTER_SECRETS: masters.join(',') }).masterSecrets, masters);
+  assert.equal(gatewayConfig({ ...env, MASTER_SECRETS: masters.join(',') }).nodeSecrets, undefined);
+  refused(() => gatewayConfig(env), 'MASTER_SECRETS', /required/);
+  // The embedded stack's generated masters stand in only when neither is set.
+  assert.equal(gatewayConfig({ ...env, NODE_SECRETS: derived[0] }, { masterSecrets: masters }).masterSecrets, undefined);
+});
+
+test('NODE_SECRETS_FILE: commas or one a line, so the file may be exactly what `cli nodes secret` printed', () => {
+  const derived = nodeSecrets([secret(), secret()], 'https://n.example');
+  withTempDir((dir) => {
+    const file = path.join(dir, 'node_secrets');
+    writeFileSync(file, derived.map((s) => `${s}\n`).join(''));
+    assert.deepEqual(nodeSecretsOf({ NODE_SECRETS_FILE: file }), derived);
+    writeFileSync(file, `${derived.join(',')}\r\n`);
+    assert.deepEqual(nodeSecretsOf({ NODE_SECRETS_FILE: file }), derived);
+    refused(() => nodeSecretsOf({ NODE_SECRETS: derived[0], NODE_SECRETS_FILE: file }), 'NODE_SECRETS', /not both/);
+    refused(() => nodeSecretsOf({ NODE_SECRETS_FILE: path.join(dir, 'missing') }), 'NODE_SECRETS_FILE', /cannot read/);
+  });
+  assert.equal(nodeSecretsOf({}), undefined);
+  assert.equal(nodeSecretsOf({ NODE_SECRETS: '  ' }), undefined);
+});
+
+test('NODE_SECRETS: anything but lowercase hex of an even length ≥ 64 is refused, naming which entry and never its value', () => {
+  const good = secret();
+  const bad = {
+    short: 'a'.repeat(62),
+    odd: 'a'.repeat(65),
+    upper: good.toUpperCase(),
+    'not hex': `${'g'.repeat(64)}`,
+    'a master secret that is not hex': `master-${'x'.repeat(64)}`,
+    base64: Buffer.from(good, 'hex').toString('base64'),
+  };
+  for (const [what, value] of Object.entries(bad)) {
+    assert.throws(
+      () => nodeSecretsOf({ NODE_SECRETS: `${good},${value}` }),
+      (e: unknown) => e instanceof ConfigError && e.variable === 'NODE_SECRETS' && /secret 2 of 2 .*cli nodes secret <app> <NODE_URL>/.test(e.message) && !e.message.includes(value),
+      what,
+    );
+  }
+  assert.equal(nodeSecretsProblem([good, 'b'.repeat(128)]), undefined);
+  assert.match(nodeSecretsProblem([]) ?? '', /at least one/);
+  refused(() => nodeSecretsOf({ NODE_SECRETS: ' , ' }), 'NODE_SECRETS', /at least one/);
+});
+
+test('NODE_SECRETS with MASTER_SECRETS, in any form, or with TOKEN_SECRETS=master, stops the gateway, naming both', () => {
+  const env = { NODE_URL: 'https://n.example', UPSTREAM_URL: 'http://127.0.0.1:1' };
+  const node = nodeSecrets([secret()], env.NODE_URL)[0];
+  withTempDir((dir) => {
+    const file = path.join(dir, 's');
+    writeFileSync(file, node);
+    const pairs: Array<[Record<string, string>, RegExp]> = [
+      [{ NODE_SECRETS: node, MASTER_SECRETS: secret() }, /^NODE_SECRETS: NODE_SECRETS and MASTER_SECRETS are both set/],
+      [{ NODE_SECRETS_FILE: file, MASTER_SECRETS: secret() }, /NODE_SECRETS_FILE and MASTER_SECRETS are both set/],
+      [{ NODE_SECRETS: node, MASTER_SECRETS_FILE: file }, /NODE_SECRETS and MASTER_SECRETS_FILE are both set/],
+      [{ NODE_SECRETS_FILE: file, MASTER_SECRETS_FILE: file }, /NODE_SECRETS_FILE and MASTER_SECRETS_FILE are both set/],
+    ];
+    for (const [both, message] of pairs) refused(() => gatewayConfig({ ...env, ...both }), 'NODE_SECRETS', message);
+  });
+  refused(() => gatewayConfig({ ...env, NODE_SECRETS: node, TOKEN_SECRETS: 'master' }), 'NODE_SECRETS', /TOKEN_SECRETS=master: tokens are then signed with the master secrets themselves/);
+  assert.equal(gatewayConfig({ ...env, NODE_SECRETS: node, TOKEN_SECRETS: 'derived' }).tokenSecrets, 'derived');
 });
 
 test('INTERNAL_SECRET: required by directory, nodeassign and login; at least 32 bytes; samples refused', () => {

@@ -262,6 +262,40 @@ export function masterSecrets(env: Env, fallback?: string[]): string[] {
   return secrets;
 }
 
+/**
+ * Why `secrets` cannot be NODE_SECRETS, or undefined when they can: each is what
+ * `cli nodes secret` prints, the hex of a node secret derived from a master
+ * secret of at least MIN_MASTER_SECRET_LENGTH characters (DESIGN §5: half its
+ * bytes), so lowercase hex of an even length, at least that long.
+ */
+export function nodeSecretsProblem(secrets: readonly string[]): string | undefined {
+  if (secrets.length === 0) return 'must hold at least one secret';
+  const bad = secrets.findIndex((s) => !/^(?:[0-9a-f]{2})+$/.test(s) || s.length < MIN_MASTER_SECRET_LENGTH);
+  if (bad === -1) return undefined;
+  // Never the value itself: it is a secret, and may be a master secret put in the wrong place.
+  return (
+    `secret ${bad + 1} of ${secrets.length} is not a node secret: each must be what \`cli nodes secret <app> <NODE_URL>\` prints, ` +
+    `${MIN_MASTER_SECRET_LENGTH} or more lowercase hex digits, an even number of them`
+  );
+}
+
+/**
+ * NODE_SECRETS (or NODE_SECRETS_FILE): a gateway's own node's secrets, newest
+ * first, separated by commas or line breaks (so the file may be exactly what
+ * `cli nodes secret` prints); undefined when neither is set.
+ */
+export function nodeSecrets(env: Env): string[] | undefined {
+  const v = secretValue(env, 'NODE_SECRETS');
+  if (v === undefined) return undefined;
+  const secrets = v
+    .split(/[,\r\n]/)
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const problem = nodeSecretsProblem(secrets);
+  if (problem) throw new ConfigError('NODE_SECRETS', problem);
+  return secrets;
+}
+
 /** TOKEN_SECRETS: `derived` or `master` (lib/token.ts tokenSecrets); login, the gateway and the CLI must agree. */
 export function tokenSecretsMode(env: Env): TokenSecretsMode {
   const v = str(env, 'TOKEN_SECRETS', DEFAULTS.TOKEN_SECRETS);
@@ -862,10 +896,16 @@ export function nonceStore(env: Env): NonceStoreConfig {
   return { kind: 'redis', url: v, timeoutMs: int(env, 'NONCE_STORE_TIMEOUT_MS', DEFAULTS.NONCE_STORE_TIMEOUT_MS, 10, 60_000) };
 }
 
-export interface GatewayConfig {
+/**
+ * What a gateway checks tokens with: the master secrets, from which it derives
+ * its node's (they also sign for every other node), or its node's secrets
+ * alone (NODE_SECRETS), which sign for nothing else. Exactly one is set.
+ */
+export type GatewaySecrets = { masterSecrets: string[]; nodeSecrets?: undefined } | { nodeSecrets: string[]; masterSecrets?: undefined };
+
+export type GatewayConfig = GatewaySecrets & {
   port: number;
   host: string;
-  masterSecrets: string[];
   tokenSecrets: TokenSecretsMode;
   nodeUrl: string;
   upstreamUrl: string;
@@ -881,15 +921,42 @@ export interface GatewayConfig {
   upstreamTimeoutMs: number;
   /** GATEWAY_METRICS_PORT: unset, no /metrics at all. */
   metrics?: MetricsListener;
+};
+
+/** The variables of a secret that are set, in both forms (NAME, NAME_FILE). */
+function setForms(env: Env, name: string): string[] {
+  return [name, `${name}_FILE`].filter((n) => env[n]?.trim());
+}
+
+/**
+ * NODE_SECRETS (or _FILE), or else MASTER_SECRETS (or _FILE, or the embedded
+ * stack's `fallback`). Both set is an error: which one the gateway trusts must
+ * not depend on a rule of precedence.
+ */
+export function gatewaySecrets(env: Env, mode: TokenSecretsMode, fallback?: string[]): GatewaySecrets {
+  const node = setForms(env, 'NODE_SECRETS');
+  if (node.length === 0) return { masterSecrets: masterSecrets(env, fallback) };
+  const master = setForms(env, 'MASTER_SECRETS');
+  if (master.length > 0) {
+    throw new ConfigError('NODE_SECRETS', `${node[0]} and ${master[0]} are both set: a gateway holds either its node's secrets (NODE_SECRETS) or the master secrets (MASTER_SECRETS), not both`);
+  }
+  if (mode === 'master') {
+    throw new ConfigError(
+      'NODE_SECRETS',
+      'cannot be used with TOKEN_SECRETS=master: tokens are then signed with the master secrets themselves, so every node holds them and there is no secret of its own to give a gateway; set MASTER_SECRETS',
+    );
+  }
+  return { nodeSecrets: nodeSecrets(env)! };
 }
 
 export function gatewayConfig(env: Env, overrides: { masterSecrets?: string[] } = {}): GatewayConfig {
   const nonceCacheSize = int(env, 'NONCE_CACHE_SIZE', DEFAULTS.NONCE_CACHE_SIZE, 100, 10_000_000);
+  const tokenSecrets = tokenSecretsMode(env);
   return {
+    ...gatewaySecrets(env, tokenSecrets, overrides.masterSecrets),
     port: port(env, 'GATEWAY_PORT', DEFAULTS.GATEWAY_PORT),
     host: str(env, 'BIND_HOST', DEFAULTS.BIND_HOST),
-    masterSecrets: masterSecrets(env, overrides.masterSecrets),
-    tokenSecrets: tokenSecretsMode(env),
+    tokenSecrets,
     nodeUrl: url(env, 'NODE_URL'),
     upstreamUrl: url(env, 'UPSTREAM_URL'),
     hawkSkew: int(env, 'HAWK_SKEW', DEFAULTS.HAWK_SKEW, 1, 86_400),

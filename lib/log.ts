@@ -22,6 +22,8 @@ const REDACT = [
   '*.secret',
   'masterSecrets',
   '*.masterSecrets',
+  'nodeSecrets',
+  '*.nodeSecrets',
 ];
 
 const CENSOR = '[redacted]';

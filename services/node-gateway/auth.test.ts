@@ -62,6 +62,17 @@ test('guardedNode: host and port of the public URL, the node secrets', () => {
   assert.deepEqual(node.secrets, nodeSecrets(MASTERS, NODE_URL));
 });
 
+test("guardedNode with NODE_SECRETS: its node's secrets as given, which verify that node's tokens and no other's", () => {
+  const held = guardedNode(NODE_URL, { nodeSecrets: nodeSecrets(MASTERS, NODE_URL) }, 'derived');
+  assert.deepEqual(held.secrets, node.secrets);
+  assert.deepEqual(guardedNode(NODE_URL, { masterSecrets: MASTERS }, 'derived').secrets, node.secrets);
+  const newestOnly = guardedNode(NODE_URL, { nodeSecrets: [node.secrets[0]] }, 'derived');
+  const as = (n: typeof node, t: { id: string; key: string }) => authenticate(signed(t), n, { skewSeconds: 60, nowMs: NOW_MS });
+  assert.equal(as(newestOnly, token()).uid, 42);
+  failsWith(() => as(newestOnly, token({}, node.secrets[1])), InvalidCredentials, /signature/);
+  failsWith(() => as(held, token({}, nodeSecrets(MASTERS, 'https://node-2.example:8443')[0])), InvalidCredentials, /signature/);
+});
+
 test('TOKEN_SECRETS=master: the node accepts tokens signed with the master secrets themselves, and no longer the derived ones', () => {
   const master = guardedNode(NODE_URL, MASTERS, 'master');
   assert.deepEqual(master.secrets, MASTERS);

@@ -1,6 +1,7 @@
 // The gateway's rules (DESIGN §6), as plain functions: who is calling, and may
 // they reach this path. Order matters: each step trusts only what the steps
 // before it have checked.
+import type { GatewaySecrets } from '../../lib/config.js';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
 import { hawkMac, normalizedString, parseHawkHeader, payloadHash, safeEqual, staleTimestampChallenge, type HawkAttributes } from '../../lib/hawk.js';
 import { derivedSecret, parseToken, tokenSecrets, type TokenPayload, type TokenSecretsMode } from '../../lib/token.js';
@@ -21,14 +22,24 @@ export interface GuardedNode {
   secrets: readonly string[];
 }
 
-export function guardedNode(nodeUrl: string, masterSecrets: readonly string[], mode: TokenSecretsMode): GuardedNode {
+/**
+ * The node at `nodeUrl`, checking tokens with `secrets`: the master secrets
+ * (its node's are derived from them as TOKEN_SECRETS says), or NODE_SECRETS,
+ * its node's secrets as given, which only this exact URL's tokens verify with.
+ */
+export function guardedNode(nodeUrl: string, secrets: GatewaySecrets | readonly string[], mode: TokenSecretsMode): GuardedNode {
   const u = new URL(nodeUrl);
+  const given: GatewaySecrets = isSecretList(secrets) ? { masterSecrets: [...secrets] } : secrets;
   return {
     url: nodeUrl,
     host: u.hostname,
     port: Number(u.port || (u.protocol === 'https:' ? 443 : 80)),
-    secrets: tokenSecrets(mode, masterSecrets, nodeUrl),
+    secrets: given.nodeSecrets ?? tokenSecrets(mode, given.masterSecrets, nodeUrl),
   };
+}
+
+function isSecretList(secrets: GatewaySecrets | readonly string[]): secrets is readonly string[] {
+  return Array.isArray(secrets);
 }
 
 export interface Caller {

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
-import { BadGateway, GatewayTimeout, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
+import { BadGateway, ConfigError, GatewayTimeout, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
 import { listen, localUrl } from '../../lib/listen.js';
 import { flatLogger, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
@@ -80,11 +80,13 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
  * (the embedded stack with GATEWAY_PORT=0 and no NODE_URL); otherwise it is config.nodeUrl.
  */
 export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: number) => string): Promise<Gateway> {
+  // NODE_SECRETS were derived for one exact URL: one made from the port later would match none of them.
+  if (nodeUrlFor && config.nodeSecrets) throw new ConfigError('NODE_URL', "is required with NODE_SECRETS: the node's secrets are derived from its exact URL");
   const log = logger('node-gateway');
   /** The access line: flat, every value a string or a number. */
   const access = flatLogger(log);
   // Set once listening, before the first request can arrive.
-  let node = guardedNode(config.nodeUrl, config.masterSecrets, config.tokenSecrets);
+  let node = guardedNode(config.nodeUrl, config, config.tokenSecrets);
   let publicUrl = new URL(config.nodeUrl);
   const nonces = await openNonceStore(config, log);
   const tokens = tokenCache();
@@ -263,7 +265,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   }
   const nodeUrl = nodeUrlFor ? nodeUrlFor(port) : config.nodeUrl;
   if (nodeUrl !== config.nodeUrl) {
-    node = guardedNode(nodeUrl, config.masterSecrets, config.tokenSecrets);
+    node = guardedNode(nodeUrl, config, config.tokenSecrets);
     publicUrl = new URL(nodeUrl);
   }
   const url = localUrl(config.host, port);
@@ -276,7 +278,9 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     await nonces.close();
     throw err;
   }
-  log.info({ port, url, nodeUrl, upstream: config.upstreamUrl, nonceStore: nonces.kind }, 'node-gateway listening');
+  // Which kind of secret it holds, never a secret: master secrets sign for every node.
+  const holds = config.nodeSecrets ? 'node secrets' : 'master secrets';
+  log.info({ port, url, nodeUrl, upstream: config.upstreamUrl, nonceStore: nonces.kind, holds }, 'node-gateway listening');
 
   return {
     port,
