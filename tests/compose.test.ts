@@ -228,7 +228,7 @@ test('every service accepts its resolved compose environment, and the wiring lin
   assert.equal(login.nodeAssignAddr, `nodeassign:${nodeAssign.port}`);
   // The gateway holds its node's secrets only: those login signs its node's tokens with.
   assert.equal(gateway.masterSecrets, undefined, 'the gateway holds no master secret');
-  assert.deepEqual((gateway as { nodeSecrets?: string[] }).nodeSecrets, tokenSecrets(login.tokenSecrets, login.masterSecrets, gateway.nodeUrl));
+  assert.deepEqual(gateway.nodeSecrets, tokenSecrets(login.tokenSecrets, login.masterSecrets, gateway.nodeUrl));
   assert.equal(gateway.tokenSecrets, login.tokenSecrets);
 
   // Clients reach login and the gateway through the published ports: audiences and NODE_URL must say so.
