@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { hawkHeader } from '../lib/hawk.js';
 import { buildImages, ComposeProject, composeChecks, findEngine, freePort, ROOT } from './support/compose.js';
-import { accessToken, keyIdHeader, signingKey, type SigningKey } from './support/oauth.js';
+import { accessToken, keyIdHeader, mozillaKid, signingKey, type SigningKey } from './support/oauth.js';
 import { makePki } from './support/tls.js';
 
 /** Where login finds Mozilla accounts' stand-in on the compose network (its certificate names it). */
@@ -111,7 +111,7 @@ function firefoxSyncStack(variant: Variant): void {
       copyFileSync(pki.key, path.join(fxaDir, 'key.pem'));
       copyFileSync(pki.ca, path.join(fxaDir, 'ca.pem'));
       copyFileSync(path.join(ROOT, 'tests/containers/mozilla-accounts.mjs'), path.join(fxaDir, 'mozilla-accounts.mjs'));
-      key = await signingKey('RS256', `${new Date().toISOString().slice(0, 10)}-${randomBytes(8).toString('hex')}`);
+      key = await signingKey('RS256', mozillaKid());
       writeFileSync(path.join(fxaDir, 'jwks.json'), JSON.stringify({ keys: [key.publicJwk] }));
       writeFileSync(
         path.join(fxaDir, 'openid-configuration.json'),
