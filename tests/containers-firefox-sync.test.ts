@@ -147,17 +147,24 @@ function firefoxSyncStack(variant: Variant): void {
     assert.match(password, /^[0-9a-f]{32}$/);
     secrets.push(['node secret', printed], ['database password', password]);
     // Which containers mount which volume: the node's secrets the node only, the master secrets never the node.
-    const mountsOf = async (service: string) => {
-      const id = await project!.containerId(service);
-      const r = await project!.docker(['inspect', '-f', '{{range .Mounts}}{{.Name}} {{end}}', id]);
-      return r.stdout.trim().split(/\s+/).map((n) => n.replace(/^.*?_/, ''));
-    };
+    const ids = (await project!.docker(['ps', '-q', '--filter', `label=com.docker.compose.project=${project!.name}`])).stdout.trim().split('\n');
+    const inspected = await project!.docker(['inspect', '-f', '{{index .Config.Labels "com.docker.compose.service"}} {{range .Mounts}}{{.Name}} {{end}}', ...ids]);
+    const mountsByService = new Map(
+      inspected.stdout
+        .trim()
+        .split('\n')
+        .map((line) => {
+          const [service, ...volumes] = line.trim().split(/\s+/);
+          return [service, volumes.map((n) => n.slice(`${project!.name}_`.length))] as const;
+        }),
+    );
+    const mountsOf = (service: string) => mountsByService.get(service) ?? [];
     for (const service of LONG_RUNNING) {
-      const mounts = await mountsOf(service);
+      const mounts = mountsOf(service);
       assert.equal(mounts.includes('storage-node-secrets'), service === 'storage-node', `${service} mounts ${mounts.join(', ')}`);
       if (service === 'storage-node') assert.deepEqual(mounts.filter((m) => /secret/.test(m)), ['storage-node-secrets'], 'the node mounts no other secret');
     }
-    assert.ok((await mountsOf('login')).includes('metrics-hash-secret'), 'login gets METRICS_HASH_SECRET');
+    assert.ok(mountsOf('login').includes('metrics-hash-secret'), 'login gets METRICS_HASH_SECRET');
   });
 
   check('setup registered NODE_URL as the only node of sync', async () => {
