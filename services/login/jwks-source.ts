@@ -248,12 +248,12 @@ class RemoteKeySource implements KeySource {
   private closed = false;
 
   constructor(
-    private readonly remote_: RemoteJwks,
+    private readonly settings: RemoteJwks,
     private readonly o: KeySourceOptions,
   ) {
-    this.variable = remote_.variable;
-    this.source = remote_.jwksUrl ?? remote_.discoveryIssuer!;
-    this.retryAfterSeconds = remote_.minIntervalSeconds;
+    this.variable = settings.variable;
+    this.source = settings.jwksUrl ?? settings.discoveryIssuer!;
+    this.retryAfterSeconds = settings.minIntervalSeconds;
   }
 
   async start(): Promise<void> {
@@ -264,7 +264,7 @@ class RemoteKeySource implements KeySource {
 
   /** The disk copy, when it is of this source and holds a usable key: the set until a fetch succeeds. */
   private readCache(): void {
-    const file = this.remote_.cache;
+    const file = this.settings.cache;
     if (!file) return;
     const where = { set: this.o.set, variable: this.variable, file };
     let doc: CacheDocument;
@@ -298,7 +298,7 @@ class RemoteKeySource implements KeySource {
     this.lastAttemptMs = Date.now();
     const { set, log, metrics } = this.o;
     try {
-      const got = await fetchKeySet(this.remote_, this.o.algorithms);
+      const got = await fetchKeySet(this.settings, this.o.algorithms);
       if (this.closed) return false;
       for (const s of got.skipped) log.warn({ set, variable: this.variable, url: got.url, key: s.index, kid: s.kid, reason: s.reason }, 'key of the fetched set skipped');
       this.keys = got.keys;
@@ -314,14 +314,14 @@ class RemoteKeySource implements KeySource {
       const kept = this.fetchedAtMs === undefined ? undefined : Math.round((Date.now() - this.fetchedAtMs) / 1000);
       log.warn(
         { set, variable: this.variable, reason, outcome: failure.outcome, err: failure.message, keptSetAgeSeconds: kept },
-        this.keys ? 'key set fetch failed; the last good set stays' : `key set fetch failed; no key set yet (answering 503), trying again within ${this.remote_.minIntervalSeconds} s`,
+        this.keys ? 'key set fetch failed; the last good set stays' : `key set fetch failed; no key set yet (answering 503), trying again within ${this.settings.minIntervalSeconds} s`,
       );
       return false;
     }
   }
 
   private writeCache(usable: unknown[]): void {
-    const file = this.remote_.cache;
+    const file = this.settings.cache;
     if (!file || this.fetchedAtMs === undefined) return;
     try {
       writeCacheFile(file, { source: this.source, fetched_at: this.fetchedAtMs, keys: usable });
@@ -333,7 +333,7 @@ class RemoteKeySource implements KeySource {
   /** The next background fetch: after OAUTH_JWKS_REFRESH with a fresh set, within OAUTH_JWKS_MIN_INTERVAL without one or after a failure. */
   private schedule(lastOk = this.keys !== undefined): void {
     if (this.closed) return;
-    const seconds = lastOk ? this.remote_.refreshSeconds : this.remote_.minIntervalSeconds;
+    const seconds = lastOk ? this.settings.refreshSeconds : this.settings.minIntervalSeconds;
     this.timer = setTimeout(() => {
       void this.refresh(this.keys ? 'refresh' : 'retry').then((ok) => this.schedule(ok));
     }, seconds * 1000);
@@ -342,10 +342,10 @@ class RemoteKeySource implements KeySource {
   }
 
   async refreshForUnknownKid(): Promise<readonly JwksKey[] | undefined> {
-    if (this.inflight === undefined && Date.now() - this.lastAttemptMs < this.remote_.minIntervalSeconds * 1000) return this.keys;
+    if (this.inflight === undefined && Date.now() - this.lastAttemptMs < this.settings.minIntervalSeconds * 1000) return this.keys;
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.remote_.waitMs);
+      timer = setTimeout(resolve, this.settings.waitMs);
     });
     await Promise.race([this.refresh('unknown-kid'), waited]);
     clearTimeout(timer);

@@ -6,8 +6,8 @@ import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import type { JsonWebKeyLike } from '../../lib/config.js';
-import { ConfigError, InvalidCredentials, InvalidTimestamp } from '../../lib/errors.js';
-import { audienceMatches, candidateKeys, checkJwtClaims, importJwks, localJwtVerifier, sameMediaType, selectableJwk, type JwksKey, type JwtRules } from './jwks.js';
+import { ConfigError, InvalidCredentials, InvalidTimestamp, KeysUnavailable } from '../../lib/errors.js';
+import { audienceMatches, candidateKeys, checkJwtClaims, fixedKeySet, importJwks, jwtVerifier, localJwtVerifier, sameMediaType, selectableJwk, type JwksKey, type JwtRules } from './jwks.js';
 
 const NOW_MS = 1_700_000_000_500;
 const NOW = Math.floor(NOW_MS / 1000);
@@ -259,5 +259,75 @@ describe('localJwtVerifier', () => {
     const hook = localJwtVerifier([rs1.jwk], 'WEBHOOK_JWKS', ['RS256'], { audience: 'https://aud', skewSeconds: SKEW }, 'event token');
     assert.equal((await hook(token(rs1, { alg: 'RS256' }, { aud: 'https://aud' }), NOW_MS)).claims.aud, 'https://aud');
     await assert.rejects(hook(token(es1, { alg: 'ES256' }, { aud: 'https://aud' }), NOW_MS), refused(InvalidCredentials, /^event token algorithm must be one of RS256$/));
+  });
+});
+
+describe('jwtVerifier over a key set that changes (DESIGN §13.1)', () => {
+  const RULES: JwtRules = { typ: 'at+jwt', issuer: 'https://iss', requiredClaims: ['exp'], skewSeconds: SKEW };
+  const claims = { iss: 'https://iss', sub: 'u1', exp: NOW + 60 };
+  const header = (key: TestKey, extra: Record<string, unknown> = {}) => ({ alg: key.alg, typ: 'at+jwt', kid: key.jwk.kid, ...extra });
+
+  /** A set holding `keys`, whose refresh for an unknown kid swaps in `next` and counts the calls. */
+  function changingSet(keys: JwksKey[] | undefined, next?: JwksKey[]) {
+    const set = {
+      keys: keys as readonly JwksKey[] | undefined,
+      refreshes: 0,
+      retryAfterSeconds: 7,
+      async refreshForUnknownKid() {
+        set.refreshes++;
+        if (next) set.keys = next;
+        return set.keys;
+      },
+    };
+    return set;
+  }
+
+  test('a kid no key has asks for one refresh, then verifies with the new keys', async () => {
+    const [old, fresh] = [rsaKey('old'), rsaKey('new')];
+    const set = changingSet(importJwks([old.jwk], 'OAUTH_JWKS', ['RS256']), importJwks([fresh.jwk], 'OAUTH_JWKS', ['RS256']));
+    const verify = jwtVerifier(set, 'OAUTH_ISSUER', ['RS256'], RULES, 'access token');
+    assert.equal((await verify(token(old, header(old), claims), NOW_MS)).claims.sub, 'u1');
+    assert.equal(set.refreshes, 0, 'a known kid never refreshes');
+    assert.equal((await verify(token(fresh, header(fresh), claims), NOW_MS)).claims.sub, 'u1');
+    assert.equal(set.refreshes, 1);
+    // The old key is withdrawn by that refresh: its kid is unknown now, and it asks again but verifies nothing.
+    await assert.rejects(verify(token(old, header(old), claims), NOW_MS), refused(InvalidCredentials, /not signed by a key of OAUTH_ISSUER/));
+    assert.equal(set.refreshes, 2);
+  });
+
+  test('no refresh for a token without a kid, with a kid that is not a string, or a known kid of another algorithm', async () => {
+    const rs = rsaKey('rs');
+    const set = changingSet(importJwks([rs.jwk], 'OAUTH_JWKS', ['RS256', 'ES256']));
+    const verify = jwtVerifier(set, 'OAUTH_JWKS', ['RS256', 'ES256'], RULES, 'access token');
+    const stranger = rsaKey();
+    await assert.rejects(verify(token(stranger, header(stranger, { kid: undefined }), claims), NOW_MS), refused(InvalidCredentials));
+    await assert.rejects(verify(token(stranger, header(stranger, { kid: 42 }), claims), NOW_MS), refused(InvalidCredentials));
+    const es = ecKey('rs');
+    await assert.rejects(verify(token(es, header(es), claims), NOW_MS), refused(InvalidCredentials));
+    assert.equal(set.refreshes, 0);
+  });
+
+  test('no set yet: KeysUnavailable (503) with the set’s Retry-After, before any key is looked for', async () => {
+    const set = changingSet(undefined);
+    const verify = jwtVerifier(set, 'OAUTH_ISSUER', ['RS256'], RULES, 'access token');
+    const rs = rsaKey('rs');
+    await assert.rejects(verify(token(rs, header(rs), claims), NOW_MS), (e: unknown) => {
+      assert.ok(e instanceof KeysUnavailable);
+      assert.equal(e.status, 503);
+      assert.equal(e.headers['Retry-After'], '7');
+      assert.match(e.message, /no key set from OAUTH_ISSUER yet/);
+      return true;
+    });
+    assert.equal(set.refreshes, 0);
+    // A malformed token is still a 401: the set is not needed to say so.
+    await assert.rejects(verify('not.a.token', NOW_MS), refused(InvalidCredentials));
+  });
+
+  test('a file’s set (fixedKeySet) never changes', async () => {
+    const rs = rsaKey('rs');
+    const keys = importJwks([rs.jwk], 'OAUTH_JWKS', ['RS256']);
+    const set = fixedKeySet(keys);
+    assert.equal(await set.refreshForUnknownKid(), keys);
+    assert.equal(set.keys, keys);
   });
 });

@@ -6,7 +6,7 @@
 // functions here.
 import { InvalidClientState, InvalidCredentials, InvalidKeyId, MOZILLA_ERRORS } from '../../lib/errors.js';
 import { checkTimes, parseGeneration } from './assertion.js';
-import { importJwks, jwtVerifier, fixedKeySet } from './jwks.js';
+import { jwtVerifier } from './jwks.js';
 import { base64UrlDecode } from './jws.js';
 import type { SchemeFactory } from './scheme.js';
 
@@ -67,11 +67,10 @@ export const ACCESS_TOKEN_ALGORITHMS = ['RS256', 'ES256'] as const;
 export const bearerScheme: SchemeFactory = async (config, keys) => {
   const bearer = config.bearer;
   if (!bearer) return null;
-  // Login passes the set it keeps; one built from a file here serves callers that make a scheme alone.
-  const set = keys.oauth ?? ('file' in bearer.jwks ? fixedKeySet(importJwks(bearer.jwks.keys, 'OAUTH_JWKS', ACCESS_TOKEN_ALGORITHMS)) : undefined);
-  if (!set) throw new Error('Bearer with a fetched key set needs its key source (startKeySource)');
+  // The set login keeps (jwks-source.ts startKeySource): a file's, or the provider's.
+  if (!keys.oauth) throw new Error('Bearer needs its key set (startKeySource)');
   const verifyJwt = jwtVerifier(
-    set,
+    keys.oauth,
     'file' in bearer.jwks ? 'OAUTH_JWKS' : bearer.jwks.remote.variable,
     ACCESS_TOKEN_ALGORITHMS,
     { typ: 'at+jwt', issuer: bearer.issuer, requiredClaims: ['exp'], skewSeconds: config.assertionSkew },

@@ -39,7 +39,7 @@ export function authenticator(schemes: readonly AuthScheme[]): Authenticator {
 }
 
 /** The enabled schemes (lib/config.ts guarantees at least one). */
-export async function createAuthenticator(config: LoginConfig, keys: SchemeKeys = {}): Promise<Authenticator> {
+export async function createAuthenticator(config: LoginConfig, keys: SchemeKeys): Promise<Authenticator> {
   const schemes = (await Promise.all(FACTORIES.map((f) => f(config, keys)))).filter((s): s is AuthScheme => s !== null);
   return authenticator(schemes);
 }

@@ -16,14 +16,13 @@ import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { heartbeatEndpoint, lbHeartbeatEndpoint } from './actions/heartbeat.js';
 import { TOKEN_PATH, tokenEndpoint } from './actions/token.js';
 import { versionEndpoint } from './actions/version.js';
-import { WEBHOOK_PATH, webhookEndpoint } from './actions/webhook.js';
+import { WEBHOOK_ALGORITHMS, WEBHOOK_PATH, webhookEndpoint } from './actions/webhook.js';
 import { connectBackends } from './backends.js';
 import { errorHandler } from './error-handler.js';
 import { startKeySource } from './jwks-source.js';
 import { ACCESS_TOKEN_ALGORITHMS } from './scheme-bearer.js';
-import { createAuthenticator } from './schemes.js';
+import { createAuthenticator, type Authenticator } from './schemes.js';
 import { requestContext, type LoginDeps, type LoginKeySources } from './shared.js';
-import { WEBHOOK_ALGORITHMS } from './actions/webhook.js';
 
 export interface RunningLogin {
   port: number;
@@ -91,7 +90,9 @@ function reloadAllowListOnHangup(config: LoginConfig, log: Logger): () => void {
 /**
  * Bearer's and the webhook's key sets (DESIGN §13.1): a file's now, or the
  * provider's after the first fetch at start (or its disk copy, or none yet).
- * Each login process keeps its own, cluster workers included.
+ * Each login process keeps its own, cluster workers included: the primary
+ * does not load login's code, and a few small fetches an hour per worker cost
+ * the provider less than a second path over the cluster channel would cost us.
  */
 async function startKeySources(config: LoginConfig, log: Logger, metrics: LoginMetrics): Promise<LoginKeySources> {
   const sources: LoginKeySources = {};
@@ -113,7 +114,7 @@ export async function startLogin(config: LoginConfig, options: StartLoginOptions
     keySources.oauth?.close();
     keySources.webhook?.close();
   };
-  let auth;
+  let auth: Authenticator;
   try {
     auth = await createAuthenticator(config, { oauth: keySources.oauth });
   } catch (err) {

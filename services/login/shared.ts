@@ -18,8 +18,8 @@ export interface LoginDeps {
   log: Logger;
   metrics: LoginMetrics;
   loopDelay: LoopDelay;
-  /** The key sets of Bearer and of the webhook, when on (jwks-source.ts); absent: read from their files. */
-  keySources?: LoginKeySources;
+  /** The key sets of Bearer and of the webhook, when they are on (jwks-source.ts). */
+  keySources: LoginKeySources;
 }
 
 export interface LoginKeySources {

@@ -12,6 +12,8 @@
 //   provider.fetchCount();           // JWKS requests so far
 //   await provider.close();
 import http from 'node:http';
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo, Socket } from 'node:net';
 import { generateKeyPairSync } from 'node:crypto';
 import type { JWK } from 'jose';
@@ -37,7 +39,7 @@ export const JWKS_PATH = '/v1/jwks';
 export type ProviderFailure = 'down' | 'hang' | 'status' | 'garbage' | 'huge' | 'html' | 'redirect' | 'moved' | 'wrong-issuer' | 'weak-keys' | 'symmetric-keys';
 
 export interface OAuthProvider {
-  /** http://127.0.0.1:<port>: what OAUTH_ISSUER is set to, and what discovery answers. */
+  /** http://127.0.0.1:<port> (https://<tls.host>:<port> with `tls`): what OAUTH_ISSUER is set to, and what discovery answers. */
   issuer: string;
   /** The JWKS URL discovery names: what OAUTH_JWKS is set to for a URL without discovery. */
   jwksUri: string;
@@ -61,8 +63,20 @@ function weakKey(): JWK {
   return weakJwk;
 }
 
+export interface OAuthProviderOptions {
+  keys?: ReadonlyArray<SigningKey | JWK>;
+  /** A fixed port (default: a free one). */
+  port?: number;
+  /**
+   * Serve https with this certificate (PEM files, e.g. tests/support/tls.ts makePki), under
+   * `host` (a name the certificate covers, default localhost). A login trusts its CA through
+   * NODE_EXTRA_CA_CERTS.
+   */
+  tls?: { cert: string; key: string; host?: string };
+}
+
 /** Starts the stand-in on 127.0.0.1 (a free port unless `port` is given). */
-export async function startOAuthProvider(options: { keys?: ReadonlyArray<SigningKey | JWK>; port?: number } = {}): Promise<OAuthProvider> {
+export async function startOAuthProvider(options: OAuthProviderOptions = {}): Promise<OAuthProvider> {
   let keys: JWK[] = (options.keys ?? []).map(publicJwkOf);
   let failure: ProviderFailure | null = null;
   let location = 'https://accounts.attacker.example/v1/jwks';
@@ -73,7 +87,7 @@ export async function startOAuthProvider(options: { keys?: ReadonlyArray<Signing
 
   const json = (res: http.ServerResponse, body: unknown, type = 'application/json') => {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
-    res.writeHead(200, { 'content-type': type, 'cache-control': 'public, max-age=10' });
+    res.writeHead(200, { 'content-type': type, 'content-length': Buffer.byteLength(text), 'cache-control': 'public, max-age=10' });
     res.end(text);
   };
 
@@ -83,7 +97,7 @@ export async function startOAuthProvider(options: { keys?: ReadonlyArray<Signing
     json(res, { keys });
   };
 
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = new URL(req.url ?? '/', issuer);
     const isJwks = url.pathname === JWKS_PATH || url.pathname === `/moved${JWKS_PATH}`;
     if (isJwks) jwksRequests++;
@@ -141,7 +155,9 @@ export async function startOAuthProvider(options: { keys?: ReadonlyArray<Signing
     if (path === JWKS_PATH) return serveJwks(res);
     res.writeHead(404, { 'content-type': 'application/json' });
     res.end('{"code":404,"errno":999,"error":"Not Found"}');
-  });
+  };
+  const tls = options.tls;
+  const server = tls ? https.createServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, handler) : http.createServer(handler);
   server.on('connection', (s: Socket) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
@@ -150,7 +166,8 @@ export async function startOAuthProvider(options: { keys?: ReadonlyArray<Signing
     server.once('error', reject);
     server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
-  issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const port = (server.address() as AddressInfo).port;
+  issuer = tls ? `https://${tls.host ?? 'localhost'}:${port}` : `http://127.0.0.1:${port}`;
   return {
     issuer,
     jwksUri: `${issuer}${JWKS_PATH}`,

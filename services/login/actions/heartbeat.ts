@@ -17,7 +17,7 @@ export function heartbeatEndpoint(deps: LoginDeps): Middleware[] {
     async function checkBackends(ctx) {
       const health: Record<string, boolean> = { ...(await deps.backends.health()) };
       // Only fetched sets: a file's keys are there from the start or login did not start.
-      const sets = deps.keySources ?? {};
+      const sets = deps.keySources;
       if (sets.oauth?.remote) health.oauth_jwks = sets.oauth.keys !== undefined;
       if (sets.webhook?.remote) health.webhook_jwks = sets.webhook.keys !== undefined;
       const checks = Object.fromEntries(Object.entries(health).map(([name, up]) => [name, up ? 'ok' : 'unavailable']));

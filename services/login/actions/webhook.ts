@@ -7,7 +7,7 @@ import type { Middleware } from 'koa';
 import type { WebhookConfig } from '../../../lib/config.js';
 import { BadRequest, InvalidCredentials, InvalidTimestamp, MOZILLA_ERRORS, PayloadTooLarge } from '../../../lib/errors.js';
 import { authorizationOf, splitAuthorization } from '../authorization.js';
-import { fixedKeySet, importJwks, jwtVerifier } from '../jwks.js';
+import { jwtVerifier } from '../jwks.js';
 import { allowMethods, type LoginDeps } from '../shared.js';
 
 export const WEBHOOK_PATH = '/1.0/webhooks/fxa/events';
@@ -109,8 +109,9 @@ async function checkBody(req: NodeJS.ReadableStream): Promise<void> {
 
 export function webhookEndpoint(deps: LoginDeps, webhook: WebhookConfig): Middleware[] {
   const { config, backends, log } = deps;
-  const set = deps.keySources?.webhook ?? ('file' in webhook.jwks ? fixedKeySet(importJwks(webhook.jwks.keys, 'WEBHOOK_JWKS', WEBHOOK_ALGORITHMS)) : undefined);
-  if (!set) throw new Error('the webhook with a fetched key set needs its key source (startKeySource)');
+  // The set login keeps (jwks-source.ts startKeySource): a file's, or one fetched from WEBHOOK_JWKS.
+  const set = deps.keySources.webhook;
+  if (!set) throw new Error('the webhook needs its key set (startKeySource)');
   const verifyJwt = jwtVerifier(
     set,
     'WEBHOOK_JWKS',

@@ -1,0 +1,148 @@
+// The parts of keys from the provider (DESIGN §13.1) one at a time: what a
+// response must be (JSON, not HTML), the discovery document's check, a fetched
+// set's import with skipping, the disk copy (0600, atomic, never through a
+// link, only for its own source), and the bounded fetch against the provider
+// stand-in over real HTTP.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { signingKey } from '../../tests/support/oauth.js';
+import { startOAuthProvider, type OAuthProvider } from '../../tests/support/oauth-provider.js';
+import { discoveredJwksUri, FetchFailure, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, writeCacheFile } from './jwks-source.js';
+import { importUsableJwks } from './jwks.js';
+
+const failure = (outcome: string, re?: RegExp) => (e: unknown) => e instanceof FetchFailure && e.outcome === outcome && (!re || re.test(e.message));
+
+describe('parseJsonObject and jwksKeys', () => {
+  test('a JSON object passes; HTML, garbage, an array, a set without keys fail as malformed', () => {
+    assert.deepEqual(parseJsonObject('{"keys": []}', 'application/json; charset=utf-8', 'the key set'), { keys: [] });
+    // The content type is not required to be JSON (some providers send text/plain), only not HTML.
+    assert.deepEqual(parseJsonObject('{"a": 1}', '', 'the key set'), { a: 1 });
+    assert.throws(() => parseJsonObject('{"keys": []}', 'text/html', 'the key set'), failure('malformed', /the key set is text\/html, not JSON/));
+    assert.throws(() => parseJsonObject('<html>', 'text/plain', 'the key set'), failure('malformed', /not JSON \(text\/plain\)/));
+    assert.throws(() => parseJsonObject('[1]', 'application/json', 'the key set'), failure('malformed', /not a JSON object/));
+    assert.throws(() => parseJsonObject('null', 'application/json', 'x'), failure('malformed'));
+    assert.deepEqual(jwksKeys({ keys: [1] }), [1]);
+    assert.throws(() => jwksKeys({ keys: {} }), failure('malformed', /no "keys" array/));
+    assert.throws(() => jwksKeys({}), failure('malformed'));
+  });
+});
+
+describe('discoveredJwksUri', () => {
+  const issuer = 'https://accounts.firefox.com';
+  test('the issuer exactly, and a jwks_uri keys may come from', () => {
+    assert.equal(discoveredJwksUri({ issuer, jwks_uri: 'https://oauth.accounts.firefox.com/v1/jwks' }, issuer), 'https://oauth.accounts.firefox.com/v1/jwks');
+    assert.throws(() => discoveredJwksUri({ issuer: `${issuer}/`, jwks_uri: 'https://a/' }, issuer), failure('issuer-mismatch', /names issuer "https:\/\/accounts\.firefox\.com\/"/));
+    assert.throws(() => discoveredJwksUri({ issuer: 'https://ACCOUNTS.firefox.com', jwks_uri: 'https://a/' }, issuer), failure('issuer-mismatch'));
+    assert.throws(() => discoveredJwksUri({ jwks_uri: 'https://a/' }, issuer), failure('issuer-mismatch', /names issuer none/));
+    assert.throws(() => discoveredJwksUri({ issuer }, issuer), failure('malformed', /no "jwks_uri"/));
+    assert.throws(() => discoveredJwksUri({ issuer, jwks_uri: 'http://oauth.accounts.firefox.com/v1/jwks' }, issuer), failure('malformed', /loopback/));
+    assert.throws(() => discoveredJwksUri({ issuer, jwks_uri: 42 }, issuer), failure('malformed'));
+  });
+});
+
+describe('importUsableJwks: a fetched set, key by key', () => {
+  test('usable keys kept (extra members ignored), every other one skipped with its kid and why', async () => {
+    const good = (await signingKey('RS256', '2019-07-30-15e473fd')).publicJwk;
+    const ec = (await signingKey('ES256', 'ec-1')).publicJwk;
+    const weak = { ...(generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }) as object), kid: 'weak' };
+    const p384 = { ...(generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey.export({ format: 'jwk' }) as object), kid: 'p384' };
+    const set = [good, weak, { kty: 'oct', kid: 'hmac', k: 'c2VjcmV0' }, 'a string', { kid: 'no-kty' }, p384, ec];
+    const { keys, usable, skipped } = importUsableJwks(set, ['RS256']);
+    assert.equal(keys.length, 1);
+    assert.equal(keys[0].kid, '2019-07-30-15e473fd');
+    assert.deepEqual(usable, [good]);
+    assert.deepEqual(
+      skipped.map((s) => [s.index, s.kid]),
+      [[1, 'weak'], [2, 'hmac'], [3, undefined], [4, 'no-kty'], [5, 'p384'], [6, 'ec-1']],
+    );
+    assert.match(skipped[0].reason, /at least 2048 bits/);
+    assert.match(skipped[1].reason, /kty oct is not one of RS256/);
+    assert.match(skipped[2].reason, /not a JSON object/);
+    assert.match(skipped[3].reason, /no "kty"/);
+    assert.match(skipped[4].reason, /not one of RS256/);
+    const both = importUsableJwks(set, ['RS256', 'ES256']);
+    assert.deepEqual(both.keys.map((k) => k.kid), ['2019-07-30-15e473fd', 'ec-1']);
+    assert.match(both.skipped.find((s) => s.kid === 'p384')!.reason, /P-256/);
+    assert.deepEqual(importUsableJwks([], ['RS256']), { keys: [], usable: [], skipped: [] });
+  });
+});
+
+describe('the disk copy', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'jwks-cache-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('written 0600, whole, over a link without following it; read only for its own source', () => {
+    const file = path.join(dir, 'oauth-jwks.json');
+    const target = path.join(dir, 'elsewhere');
+    writeFileSync(target, 'keep');
+    symlinkSync(target, file);
+    const doc = { source: 'https://accounts.firefox.com', fetched_at: 1_700_000_000_000, keys: [{ kty: 'RSA', kid: 'k' }] };
+    writeCacheFile(file, doc);
+    assert.equal(readFileSync(target, 'utf8'), 'keep');
+    assert.ok(lstatSync(file).isFile());
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.deepEqual(readCacheFile(file, 'https://accounts.firefox.com'), doc);
+    assert.deepEqual(readdirSync(dir).sort(), ['elsewhere', 'oauth-jwks.json'], 'no temporary file left');
+    assert.throws(() => readCacheFile(file, 'https://other.example'), /holds the keys of "https:\/\/accounts\.firefox\.com", not of "https:\/\/other\.example"/);
+    // A link in its place is not read through.
+    const linked = path.join(dir, 'linked.json');
+    symlinkSync(file, linked);
+    assert.throws(() => readCacheFile(linked, 'https://accounts.firefox.com'), (e: NodeJS.ErrnoException) => e.code === 'ELOOP');
+    writeFileSync(path.join(dir, 'bad.json'), '{"keys": "no"}');
+    assert.throws(() => readCacheFile(path.join(dir, 'bad.json'), 'x'), /not a key set copy/);
+    assert.throws(() => readCacheFile(path.join(dir, 'missing.json'), 'x'), (e: NodeJS.ErrnoException) => e.code === 'ENOENT');
+  });
+});
+
+describe('fetchLimited against the provider stand-in', () => {
+  let p: OAuthProvider;
+  let other: OAuthProvider;
+  const limits = { timeoutMs: 5000, maxBytes: 65_536 };
+  before(async () => {
+    p = await startOAuthProvider({ keys: [await signingKey('RS256', 'k1')] });
+    other = await startOAuthProvider({ keys: [] });
+  });
+  after(async () => {
+    await p.close();
+    await other.close();
+  });
+
+  test('200: the body and its content type', async () => {
+    const got = await fetchLimited(p.jwksUri, limits);
+    assert.equal(JSON.parse(got.text).keys[0].kid, 'k1');
+    assert.match(got.contentType, /application\/json/);
+  });
+
+  test('a redirect within the origin is followed; to another origin it is a failure', async () => {
+    p.fail('moved');
+    assert.equal(JSON.parse((await fetchLimited(p.jwksUri, limits)).text).keys[0].kid, 'k1');
+    p.fail('redirect', { location: other.jwksUri });
+    const before = other.fetchCount();
+    await assert.rejects(fetchLimited(p.jwksUri, limits), failure('redirect', /redirected to another origin/));
+    assert.equal(other.fetchCount(), before, 'the other origin is never asked');
+    p.fail(null);
+  });
+
+  test('too large, by its Content-Length or as it streams; a status; a cut connection; a timeout', async () => {
+    p.fail('huge');
+    await assert.rejects(fetchLimited(p.jwksUri, limits), failure('too-large', /more than 65536 bytes/));
+    p.fail('status');
+    await assert.rejects(fetchLimited(p.jwksUri, limits), failure('status', /HTTP 500/));
+    p.fail('down');
+    await assert.rejects(fetchLimited(p.jwksUri, limits), failure('unreachable', /127\.0\.0\.1/));
+    p.fail('hang');
+    const started = Date.now();
+    await assert.rejects(fetchLimited(p.jwksUri, { ...limits, timeoutMs: 300 }), failure('timeout', /within 300 ms/));
+    assert.ok(Date.now() - started < 4000);
+    p.fail(null);
+    // A declared length beyond the cap is refused before the body is read.
+    await assert.rejects(fetchLimited(p.jwksUri, { ...limits, maxBytes: 10 }), failure('too-large', /sent \d+ bytes, more than 10/));
+  });
+});
