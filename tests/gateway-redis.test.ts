@@ -2,27 +2,33 @@
 // real HTTP: one in this process, one as its own process from the entry point.
 // A request accepted by one is a replay at the other; the per-token quota
 // holds across both; Redis down or slow is 503 + Retry-After and nothing is
-// forwarded; Redis back is service back, and a request captured before a
-// Redis restart (which lost every nonce) is still not taken as new.
-import { after, before, describe, test } from 'node:test';
+// forwarded; Redis back is service back. A Redis that lost nonces (restarted
+// empty or from an older snapshot, flushed, failed over to a replica that had
+// not caught up) never lets a request signed before the loss through, whatever
+// its ts; an evicting policy set at run time is refused within a second.
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { gatewayConfig } from '../lib/config.js';
 import { hawkHeader } from '../lib/hawk.js';
 import { makeToken, nodeSecrets } from '../lib/token.js';
+import { EPOCH_KEY } from '../services/node-gateway/redis-nonces.js';
 import { startGateway, type Gateway } from '../services/node-gateway/server.js';
 import { redisSkipReason, startRedis, type TestRedis } from './support/redis.js';
-import { newSecret } from './support/services.js';
+import { newSecret, serveTcp } from './support/services.js';
 
 const NODE_URL = 'http://node-1.example:8443';
 const MASTERS = [newSecret()];
 const PER_TOKEN = 4;
 const TIMEOUT_MS = 300;
 const RETRY_AFTER = 7;
+/** HAWK_SKEW here: after a loss the gateways refuse everything for this long, so the tests keep it short. */
+const SKEW = 15;
 const ENTRY_POINT = fileURLToPath(new URL('../services/node-gateway/index.ts', import.meta.url));
 
 interface Reply {
@@ -52,9 +58,9 @@ let tokens = 0;
 /** A new token for uid 42 (its own quota), and a signer of requests under it. */
 function newToken() {
   const t = makeToken({ uid: 42, node: NODE_URL, expires: Math.floor(Date.now() / 1000) + 600, salt: randomBytes(3).toString('hex') + String(++tokens) }, nodeSecrets(MASTERS, NODE_URL)[0]);
-  return (path = '/1.5/42/storage/bookmarks'): { path: string; headers: Record<string, string> } => ({
+  return (path = '/1.5/42/storage/bookmarks', ts?: number): { path: string; headers: Record<string, string> } => ({
     path,
-    headers: { Authorization: hawkHeader({ id: t.id, key: t.key, method: 'GET', url: NODE_URL + path }) },
+    headers: { Authorization: hawkHeader({ id: t.id, key: t.key, method: 'GET', url: NODE_URL + path, ts }) },
   });
 }
 
@@ -80,6 +86,7 @@ function gatewayEnv(redisUrl: string, upstreamUrl: string): Record<string, strin
     NONCE_STORE_TIMEOUT_MS: String(TIMEOUT_MS),
     NONCE_PER_TOKEN: String(PER_TOKEN),
     RETRY_AFTER: String(RETRY_AFTER),
+    HAWK_SKEW: String(SKEW),
   };
 }
 
@@ -206,7 +213,7 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
       });
   });
 
-  test('Redis stopped: 503 + Retry-After, heartbeat 503; restarted: served again, and a request captured before is not taken as new', async () => {
+  test('Redis stopped: 503 + Retry-After, heartbeat 503; restarted empty: a request captured before is refused, then everything is served again', async () => {
     const sign = newToken();
     const captured = sign();
     assert.equal((await send(a, captured.path, captured.headers)).status, 200);
@@ -219,18 +226,183 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
       assert.equal(hb.headers['retry-after'], String(RETRY_AFTER));
       assert.deepEqual(JSON.parse(hb.body).checks, { application: 'ok', nonces: 'unavailable' });
     }
-    // The restarted Redis is empty; it comes back in a later second than the capture was signed in.
-    const signedAt = Number(/ts="(\d+)"/.exec(captured.headers.Authorization)![1]);
-    while (Math.floor(Date.now() / 1000) <= signedAt) await new Promise((r) => setTimeout(r, 50));
     await redis.start();
+    for (const g of [a, b]) await eventually('connected again', async () => (await send(g, '/__heartbeat__')).status === 200);
+    // The gateways knew the store before: an empty Redis lost what it knew.
     for (const g of [a, b]) {
-      await eventually('served again after the restart', async () => {
+      const replay = await unavailable(g, captured);
+      // Until the client's clock reaches the epoch's start plus the skew: at most twice the skew after it signed.
+      assert.ok(Number(replay.headers['retry-after']) <= 2 * SKEW + 1, String(replay.headers['retry-after']));
+    }
+    for (const g of [a, b]) {
+      await eventually('served again once the wait is over', async () => {
+        const r = sign();
+        return (await send(g, r.path, r.headers)).status === 200;
+      }, (SKEW + 20) * 1000);
+    }
+  });
+
+  test('an evicting maxmemory-policy set at run time: 503 within a second at both gateways, nothing forwarded; set back: served', async () => {
+    // A token per request: NONCE_PER_TOKEN is small here.
+    const sign = () => newToken()();
+    const ok = sign();
+    assert.equal((await send(a, ok.path, ok.headers)).status, 200);
+    await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
+    try {
+      const changed = Date.now();
+      for (const g of [a, b]) {
+        await eventually('refused', async () => {
+          const before = reached;
+          const r = sign();
+          const res = await send(g, r.path, r.headers);
+          if (res.status === 200) return false;
+          assert.equal(res.status, 503, res.body);
+          assert.equal(res.headers['retry-after'], String(RETRY_AFTER));
+          assert.equal(reached, before);
+          return true;
+        });
+      }
+      console.log(`# both gateways refused ${Date.now() - changed} ms after CONFIG SET`);
+      // Until it is set back, and the heartbeat (which HAProxy does not probe) says so too.
+      await unavailable(a, sign());
+      assert.equal((await send(b, '/__heartbeat__')).status, 503);
+    } finally {
+      await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    }
+    for (const g of [a, b]) await eventually('served again', async () => {
         const r = sign();
         return (await send(g, r.path, r.headers)).status === 200;
       });
-      assert.equal((await send(g, '/__heartbeat__')).status, 200);
+  });
+});
+
+/** A TCP relay to whichever Redis `to` names; switch() drops every connection, so clients reconnect to the new one. */
+async function redisRelay(port: number) {
+  let target = port;
+  const open = new Set<net.Socket>();
+  const relay = await serveTcp((client, track) => {
+    const upstream = net.connect(target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      track(s);
+      open.add(s);
+      s.on('close', () => open.delete(s));
     }
-    const replay = await unavailable(b, captured);
-    assert.match(String(replay.headers['retry-after']), /^[1-9]$/, 'until the client signs in the store\'s time');
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  return {
+    url: `redis://127.0.0.1:${relay.port}`,
+    switchTo(p: number) {
+      target = p;
+      for (const s of open) s.destroy();
+    },
+    close: relay.close,
+  };
+}
+
+describe('a Redis that lost nonces it acknowledged: nothing signed before the loss gets through, whatever its ts', { skip }, () => {
+  let redis: TestRedis;
+  let replica: TestRedis | undefined;
+  let relay: Awaited<ReturnType<typeof redisRelay>>;
+  let gateways: Gateway[] = [];
+  let upstreamUrl: string;
+
+  before(async () => {
+    if (!upstream.listening) await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
+    upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  });
+  after(() => {
+    upstream.closeAllConnections();
+    return new Promise<void>((r) => upstream.close(() => r()));
+  });
+  beforeEach(async () => {
+    redis = await startRedis();
+    relay = await redisRelay(redis.port);
+    gateways = [];
+    for (let i = 0; i < 2; i++) gateways.push(await startGateway(gatewayConfig(gatewayEnv(relay.url, upstreamUrl))));
+  });
+  afterEach(async () => {
+    await Promise.all(gateways.map((g) => g.close()));
+    await relay.close();
+    await redis.dispose();
+    await replica?.dispose();
+    replica = undefined;
+  });
+
+  /** Both gateways connected (heartbeat 200): a 503 then is the store refusing, not Redis away. */
+  async function connected(): Promise<void> {
+    for (const g of gateways) await eventually('the gateway uses Redis again', async () => (await send(g, '/__heartbeat__')).status === 200, 20_000);
+  }
+
+  /** A nonce the store still holds: 401 at both gateways, whatever the epoch. */
+  async function replayedEverywhere(request: { path: string; headers: Record<string, string> }): Promise<void> {
+    for (const g of gateways) {
+      const before = reached;
+      const r = await send(g, request.path, request.headers);
+      assert.equal(r.status, 401, r.body);
+      assert.match(JSON.parse(r.body).errors[0].description, /nonce already used/);
+      assert.equal(reached, before);
+    }
+  }
+
+  /** The request is refused at both gateways (503 + Retry-After, within the wait) and reaches nothing. */
+  async function refusedEverywhere(request: { path: string; headers: Record<string, string> }): Promise<void> {
+    for (const g of gateways) {
+      const r = await unavailable(g, request);
+      assert.ok(Number(r.headers['retry-after']) <= 2 * SKEW + 1, String(r.headers['retry-after']));
+    }
+  }
+
+  test('restarted from an older RDB snapshot (SAVE, a request accepted, kill -9, restart): the later request replayed is refused', async () => {
+    const sign = newToken();
+    const first = sign();
+    assert.equal((await send(gateways[0], first.path, first.headers)).status, 200);
+    assert.equal(await redis.command('SAVE'), 'OK');
+    const second = sign();
+    assert.equal((await send(gateways[1], second.path, second.headers)).status, 200);
+    await redis.kill();
+    await redis.start();
+    await connected();
+    // The snapshot brought the store's epoch back and the first nonce (a replay, 401), not the second.
+    await refusedEverywhere(second);
+    await replayedEverywhere(first);
+  });
+
+  test('FLUSHALL: a request signed 10 s ahead (inside the skew) and accepted before is refused after', async () => {
+    const sign = newToken();
+    const ahead = sign(undefined, Math.floor(Date.now() / 1000) + 10);
+    assert.equal((await send(gateways[0], ahead.path, ahead.headers)).status, 200);
+    assert.equal((await send(gateways[1], ahead.path, ahead.headers)).status, 401, 'a replay while Redis remembers');
+    assert.equal(await redis.command('FLUSHALL'), 'OK');
+    await refusedEverywhere(ahead);
+    // Once the wait is over, new requests are served.
+    await eventually('served again once the wait is over', async () => {
+      const r = sign();
+      return (await send(gateways[1], r.path, r.headers)).status === 200;
+    }, (SKEW + 20) * 1000);
+  });
+
+  test('a replica promoted (REPLICAOF NO ONE) that had not caught up, the gateways pointed at it: the request it missed is refused', async () => {
+    replica = await startRedis(['--replicaof', '127.0.0.1', String(redis.port)]);
+    const sign = newToken();
+    const before = sign();
+    assert.equal((await send(gateways[0], before.path, before.headers)).status, 200);
+    // The replica has the store's epoch (and the first nonce) ...
+    await eventually('the replica caught up', async () => Number(await replica!.command('EXISTS', EPOCH_KEY)) === 1 && /master_link_status:up/.test(String(await replica!.command('INFO', 'replication'))));
+    await eventually('the replica has the first nonce', async () => Number(await replica!.command('DBSIZE')) === Number(await redis.command('DBSIZE')));
+    // ... then loses its primary, and is promoted before it learns of the second request.
+    assert.equal(await replica.command('REPLICAOF', 'NO', 'ONE'), 'OK');
+    const missed = sign();
+    assert.equal((await send(gateways[1], missed.path, missed.headers)).status, 200);
+    relay.switchTo(replica.port);
+    await connected();
+    await refusedEverywhere(missed);
+    await replayedEverywhere(before);
   });
 });

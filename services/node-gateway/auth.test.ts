@@ -164,7 +164,7 @@ test('rememberNonce: new once, a replay 401, a full share or cache 503 + Retry-A
 test('acceptNonce: every verdict of either store; a refusal for want of room or knowledge is 503 with its Retry-After', () => {
   acceptNonce({ outcome: 'new' });
   failsWith(() => acceptNonce({ outcome: 'replayed' }), InvalidCredentials, /nonce already used/);
-  for (const [outcome, why] of [['token-full', /share/], ['cache-full', /cache is full/], ['unknown', /lost what it knew/]] as const) {
+  for (const [outcome, why] of [['token-full', /share/], ['cache-full', /cache is full/], ['unknown', /lost nonces/]] as const) {
     const e = failsWith(() => acceptNonce({ outcome, retryAfter: 4 }), ServiceUnavailable, why);
     assert.equal(e.headers['Retry-After'], '4');
   }

@@ -187,7 +187,7 @@ export function rememberNonce(hawk: HawkAttributes, nonces: NonceStore, nowMs = 
 const NONCE_REFUSALS = {
   'token-full': 'this token has used its share of the replay cache',
   'cache-full': 'the replay cache is full',
-  unknown: 'the replay cache lost what it knew before this request was signed',
+  unknown: 'the replay cache lost nonces; requests whose window opened before that are refused',
 } as const;
 
 /**

@@ -13,8 +13,8 @@ export type NonceOutcome = 'new' | 'replayed' | 'token-full' | 'cache-full';
 
 /**
  * A refusal for lack of room says when there will be some. `unknown`: the
- * store's memory begins after the request was signed (a shared store that lost
- * its data), so whether it is a replay cannot be told.
+ * request's window opened before the store's epoch began (a shared store that
+ * lost nonces), so whether it is a replay cannot be told.
  */
 export type NonceVerdict = { outcome: 'new' } | { outcome: 'replayed' } | { outcome: 'token-full' | 'cache-full' | 'unknown'; retryAfter: number };
 

@@ -1,21 +1,28 @@
 // The shared nonce store: its pure parts (keys, expiry, the script's arguments
 // and replies), then the store itself against a real redis-server.
-import { after, before, describe, test } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { ServiceUnavailable } from '../../lib/errors.js';
-import { logger } from '../../lib/log.js';
+import { pino } from 'pino';
+import { logger, type Logger } from '../../lib/log.js';
 import { redisSkipReason, startRedis, type TestRedis } from '../../tests/support/redis.js';
 import {
+  EPOCH_KEY,
+  epochArgs,
+  epochOf,
   evictionProblem,
+  GATEWAY_ACL_RULES,
   nonceKey,
   nonceTtlMs,
   QUOTA_SLICES,
   quotaKey,
   redactedUrl,
   RedisNonceStore,
+  RECHECK_MS,
   rememberCall,
-  SINCE_KEY,
+  serverOf,
   sliceSeconds,
   verdictOf,
   verdictOfError,
@@ -59,31 +66,46 @@ test('quota slices: eight over the 2 × skew a nonce lives, at least a second', 
   assert.equal(sliceSeconds(5), 2);
 });
 
-test('rememberCall: the script\'s arguments, or nothing once the window is over', () => {
+test('rememberCall: the epoch arguments, then the nonce\'s; nothing once the window is over', () => {
   const limits = { perToken: 100, skewSeconds: 60 };
+  const view = { runId: 'a'.repeat(40), knownSince: T0 * 1000 - 5000 };
   const now = T0 * 1000 + 500;
-  const call = rememberCall(ID, 'n1', String(T0 + 10), now, limits)!;
-  assert.deepEqual(call.keys, [nonceKey(ID, String(T0 + 10), 'n1'), quotaKey(ID), SINCE_KEY]);
+  const call = rememberCall(ID, 'n1', String(T0 + 10), now, limits, view)!;
+  assert.deepEqual(call.keys, [nonceKey(ID, String(T0 + 10), 'n1'), quotaKey(ID), EPOCH_KEY]);
   const slice = Math.floor((T0 + 70) / 15);
-  assert.deepEqual(call.args, [70_000 - 500 + 1, slice, Math.floor(T0 / 15), 100, (slice + 1) * 15_000 - now, now, T0 + 10]);
-  assert.ok(call.args[4] >= call.args[0] - 1, 'the count outlives every nonce it counts');
+  assert.deepEqual(epochArgs(view, now, 60), [view.runId, view.knownSince, now, 60_000]);
+  assert.deepEqual(call.args, [...epochArgs(view, now, 60), T0 + 10, 70_000 - 500 + 1, slice, Math.floor(T0 / 15), 100, (slice + 1) * 15_000 - now]);
+  assert.ok(call.args[9] >= call.args[5] - 1, 'the count outlives every nonce it counts');
   assert.deepEqual([call.slice, call.ts, call.nowMs], [15, T0 + 10, now]);
-  assert.equal(rememberCall(ID, 'n1', String(T0 - 61), T0 * 1000, limits), undefined);
+  assert.equal(rememberCall(ID, 'n1', String(T0 - 61), T0 * 1000, limits, view), undefined);
 });
 
-test('verdictOf: new, replayed, over the quota or signed before the store began, with a Retry-After; anything else 503', () => {
+test('verdictOf: new, replayed, over the quota or opened before the epoch, with a Retry-After, and the epoch; anything else 503', () => {
   const call = { nowMs: T0 * 1000 + 999, slice: 15, ts: T0 };
-  assert.deepEqual(verdictOf([0], call), { outcome: 'new' });
-  assert.deepEqual(verdictOf([1], call), { outcome: 'replayed' });
+  const since = T0 * 1000 - 30_000;
+  const epoch = { since, floor: 0 };
+  assert.deepEqual(verdictOf([0, since, 0], call), { verdict: { outcome: 'new' }, epoch });
+  assert.deepEqual(verdictOf([1, since, 0], call), { verdict: { outcome: 'replayed' }, epoch });
   const oldest = Math.floor(T0 / 15);
-  assert.deepEqual(verdictOf([2, oldest], call), { outcome: 'token-full', retryAfter: (oldest + 1) * 15 - T0 });
-  assert.deepEqual(verdictOf([2, oldest - 5], call), { outcome: 'token-full', retryAfter: 1 }, 'at least a second');
-  // The store began at T0 + 2.5 s: the client waits until its clock reaches that second.
-  assert.deepEqual(verdictOf([3, T0 * 1000 + 2500], call), { outcome: 'unknown', retryAfter: 2 });
-  assert.deepEqual(verdictOf([3, T0 * 1000 + 999], call), { outcome: 'unknown', retryAfter: 1 });
-  for (const odd of [null, 'OK', [], [3], [4], [0, 1], [2], [2, 'x'], [2, 1.5], [3, 'x'], { 0: 0 }]) {
+  assert.deepEqual(verdictOf([2, since, 0, oldest], call), { verdict: { outcome: 'token-full', retryAfter: (oldest + 1) * 15 - T0 }, epoch });
+  assert.deepEqual(verdictOf([2, since, 0, oldest - 5], call).verdict, { outcome: 'token-full', retryAfter: 1 }, 'at least a second');
+  // The epoch's floor is T0 + 42.5 s: the client waits until its clock reaches it.
+  const floor = T0 * 1000 + 42_500;
+  assert.deepEqual(verdictOf([3, since, floor], call), { verdict: { outcome: 'unknown', retryAfter: 43 }, epoch: { since, floor } });
+  assert.deepEqual(verdictOf([3, since, T0 * 1000 + 1], call).verdict, { outcome: 'unknown', retryAfter: 1 });
+  for (const odd of [null, 'OK', [], [3], [0], [0, since], [4, since, 0], [0, since, 0, 1], [2, since, 0], [2, since, 0, 'x'], [2, since, 0, 1.5], [3, since, 'x'], [0, -1, 0], [0, since, 1.5], { 0: 0 }]) {
     assert.throws(() => verdictOf(odd, call), ServiceUnavailable, JSON.stringify(odd));
   }
+});
+
+test('epochOf and serverOf: what the epoch script and INFO server memory say, or 503', () => {
+  assert.deepEqual(epochOf([5, 0]), { since: 5, floor: 0 });
+  for (const odd of [null, [], [5], [5, 0, 1], ['5', 0], [5, -1]]) assert.throws(() => epochOf(odd), ServiceUnavailable, JSON.stringify(odd));
+  const run = '0123456789abcdef0123456789abcdef01234567';
+  assert.deepEqual(serverOf(`# Server\r\nredis_version:7.0.15\r\nrun_id:${run}\r\n\r\n# Memory\r\nmaxmemory_policy:noeviction\r\n`), { runId: run, problem: undefined });
+  assert.match(serverOf(`run_id:${run}\r\nmaxmemory_policy:allkeys-lru\r\n`).problem ?? '', /allkeys-lru/);
+  assert.throws(() => serverOf('# Memory\r\nmaxmemory_policy:noeviction\r\n'), ServiceUnavailable);
+  assert.ok(RECHECK_MS <= 500, 'read twice a second at least, so a change is seen within one');
 });
 
 test('verdictOfError: Redis at maxmemory is a full store; any other failure is 503 with Retry-After', () => {
@@ -192,37 +214,6 @@ describe('RedisNonceStore against redis-server', { skip }, () => {
     }
   });
 
-  test('a Redis that lost its data: a request signed before it is refused (503), not taken as new', async () => {
-    const s = await open();
-    const now = Date.now();
-    const ts = Math.floor(now / 1000);
-    assert.equal((await s.remember(`${ID}-lost`, 'captured', String(ts), now)).outcome, 'new');
-    await redis.command('FLUSHALL');
-    // Five seconds on, the captured request comes back: its nonce is gone, so is the record of the store's start.
-    const later = now + 5000;
-    const replay = await s.remember(`${ID}-lost`, 'captured', String(ts), later);
-    assert.deepEqual(replay, { outcome: 'unknown', retryAfter: Math.floor(later / 1000) - ts });
-    assert.equal((await s.remember(`${ID}-lost`, 'fresh', String(Math.floor(later / 1000)), later)).outcome, 'new', 'signed now: served');
-    assert.equal(Number(await redis.command('GET', SINCE_KEY)), later);
-    // The clock of this test ran ahead: the tests after it start from an older record.
-    await redis.command('SET', SINCE_KEY, String(now));
-  });
-
-  test('a Redis that may evict is refused (503) until set to noeviction', async () => {
-    const s = await open();
-    const now = Date.now();
-    const ts = String(Math.floor(now / 1000));
-    await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
-    try {
-      assert.equal(await s.healthy(), false);
-      await assert.rejects(s.remember(ID, 'evictable', ts, now), (e: unknown) => e instanceof ServiceUnavailable && /noeviction/.test(e.message));
-    } finally {
-      await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
-    }
-    assert.equal(await s.healthy(), true);
-    assert.equal((await s.remember(ID, 'evictable', ts, now)).outcome, 'new');
-  });
-
   test('no Redis at the URL: start goes on, every check is 503, the heartbeat says so', async () => {
     const started = Date.now();
     const s = await open(5, 'redis://127.0.0.1:1');
@@ -231,3 +222,176 @@ describe('RedisNonceStore against redis-server', { skip }, () => {
     await assert.rejects(s.remember(ID, 'n', String(Math.floor(Date.now() / 1000)), Date.now()), (e: unknown) => e instanceof ServiceUnavailable && e.headers['Retry-After'] === '3');
   });
 });
+
+// ---- epochs and the eviction policy: each test on a Redis of its own ----
+
+/** A logger whose lines the test reads. */
+function capturedLog(): { log: Logger; lines: Array<Record<string, any>> } {
+  const lines: Array<Record<string, any>> = [];
+  return { log: pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }), lines };
+}
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('RedisNonceStore epochs and eviction policy against redis-server', { skip }, () => {
+  const SKEW = 60;
+  let redis: TestRedis | undefined;
+  const stores: RedisNonceStore[] = [];
+  const open = async (log = logger('redis-nonces-test')) => {
+    const s = await RedisNonceStore.open({ kind: 'redis', url: redis!.url, timeoutMs: 300 }, { perToken: 50, skewSeconds: SKEW, retryAfter: 3 }, log);
+    stores.push(s);
+    return s;
+  };
+  const epoch = async () => {
+    const [run, since, floor] = (await redis!.command('HMGET', EPOCH_KEY, 'run', 'since', 'floor')) as string[];
+    return { run, since: Number(since), floor: Number(floor) };
+  };
+  const runId = async () => /run_id:(\w+)/.exec(String(await redis!.command('INFO', 'server')))![1];
+  beforeEach(async () => {
+    redis = await startRedis();
+  });
+  afterEach(async () => {
+    await Promise.all(stores.splice(0).map((s) => s.close()));
+    await redis?.dispose();
+  });
+
+  test('a Redis never used: the first store begins an epoch at once, named by the server\'s run_id, and refuses nothing', async () => {
+    const s = await open();
+    const now = Date.now();
+    assert.deepEqual(await s.remember(ID, 'first', String(Math.floor(now / 1000)), now), { outcome: 'new' });
+    const e = await epoch();
+    assert.equal(e.run, await runId());
+    assert.equal(e.floor, 0);
+    assert.ok(Math.abs(e.since - now) < 60_000, String(e.since));
+  });
+
+  test('FLUSHALL: a request signed 30 s ahead and accepted before is refused after, as is all whose window opened before the new epoch; then served', async () => {
+    const s = await open();
+    const now = Date.now();
+    const ahead = String(Math.floor(now / 1000) + 30);
+    assert.equal((await s.remember(ID, 'captured', ahead, now)).outcome, 'new');
+    await redis!.command('FLUSHALL');
+    const later = Date.now() + 1000;
+    const replay = await s.remember(ID, 'captured', ahead, later);
+    assert.equal(replay.outcome, 'unknown', JSON.stringify(replay));
+    const e = await epoch();
+    assert.equal(e.floor, e.since + SKEW * 1000, 'the wait is the skew from the epoch\'s start');
+    assert.ok(e.since >= later, 'the epoch begins no earlier than the clock of the store that noticed');
+    assert.ok('retryAfter' in replay && replay.retryAfter === Math.ceil(e.floor / 1000 - Number(ahead)), JSON.stringify(replay));
+    // A request signed now: its window opened before the epoch too.
+    const fresh = await s.remember(ID, 'fresh', String(Math.floor(later / 1000)), later);
+    assert.equal(fresh.outcome, 'unknown');
+    assert.ok('retryAfter' in fresh && fresh.retryAfter > SKEW - 5 && fresh.retryAfter <= SKEW + 1, JSON.stringify(fresh));
+    // Signed at the floor: served.
+    const at = Math.ceil(e.floor / 1000);
+    assert.equal((await s.remember(ID, 'after', String(at), at * 1000)).outcome, 'new');
+  });
+
+  test('a store serving nothing notices a flush within a second, so one that never knew the store does not begin an epoch without the wait', async () => {
+    const { log, lines } = capturedLog();
+    const idle = await open(log);
+    const before = await epoch();
+    assert.equal(before.floor, 0);
+    await redis!.command('FLUSHALL');
+    const e = await eventually('the idle store begins a new epoch', async () => {
+      const now = await epoch();
+      return now.floor > 0 ? now : undefined;
+    });
+    assert.equal(e.floor, e.since + SKEW * 1000);
+    assert.ok(lines.some((l) => /lost nonces/.test(l.msg) && l.level === 40), 'a warning in the log');
+    const newcomer = await open();
+    const now = Date.now();
+    assert.equal((await newcomer.remember(ID, 'captured', String(Math.floor(now / 1000)), now)).outcome, 'unknown');
+    assert.ok(idle);
+  });
+
+  test('an epoch another server began (a restart from persistence, a failover): a new epoch with the wait, whatever the store knew', async () => {
+    const first = await open();
+    const now = Date.now();
+    assert.equal((await first.remember(ID, 'before', String(Math.floor(now / 1000)), now)).outcome, 'new');
+    await first.close();
+    // What a snapshot carries to a new server process: the marker, with the old server's run_id.
+    await redis!.command('HSET', EPOCH_KEY, 'run', 'f'.repeat(40));
+    const s = await open();
+    const later = Date.now();
+    assert.equal((await s.remember(ID, 'captured', String(Math.floor(later / 1000)), later)).outcome, 'unknown');
+    // A nonce the snapshot did carry is a replay, told as such.
+    assert.equal((await s.remember(ID, 'before', String(Math.floor(now / 1000)), later)).outcome, 'replayed');
+    const e = await epoch();
+    assert.equal(e.run, await runId());
+    assert.equal(e.floor, e.since + SKEW * 1000);
+  });
+
+  test('an evicting maxmemory-policy set at run time: 503 within a second with no request or heartbeat asking, logged; set back: served, logged', async () => {
+    const { log, lines } = capturedLog();
+    const s = await open(log);
+    const now = () => Date.now();
+    const ts = () => String(Math.floor(now() / 1000));
+    assert.equal((await s.remember(ID, 'n0', ts(), now())).outcome, 'new');
+    await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
+    const changed = Date.now();
+    let n = 0;
+    const refusal = await eventually('refused', async () => {
+      try {
+        await s.remember(ID, `n${++n}`, ts(), now());
+        return undefined;
+      } catch (e) {
+        return e;
+      }
+    });
+    const seenMs = Date.now() - changed;
+    assert.ok(refusal instanceof ServiceUnavailable && /allkeys-lru.*noeviction/.test(refusal.message) && refusal.headers['Retry-After'] === '3', String(refusal));
+    console.log(`# evicting policy seen after ${seenMs} ms (read every ${RECHECK_MS} ms)`);
+    assert.equal(await s.healthy(), false);
+    // Until set back, every request is refused.
+    await assert.rejects(s.remember(ID, 'still', ts(), now()), ServiceUnavailable);
+    assert.equal(lines.filter((l) => l.level === 50 && /nonce store refused: its maxmemory-policy is allkeys-lru/.test(l.msg)).length, 1, 'logged once');
+    await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    await eventually('served again', async () => ((await s.remember(ID, `m${++n}`, ts(), now()).catch(() => undefined))?.outcome === 'new' ? true : undefined));
+    assert.ok(lines.some((l) => /usable again/.test(l.msg)), 'the recovery is logged');
+    assert.equal(await s.healthy(), true);
+  });
+
+  test('a Redis user limited by GATEWAY_ACL_RULES (the line docs/security.md gives) runs the whole store, and can flush, list or reconfigure nothing', async () => {
+    const doc = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
+    assert.ok(doc.includes(`ACL SETUSER node-gateway on >PASSWORD ${GATEWAY_ACL_RULES}`), 'docs/security.md gives the exact rules');
+    await redis!.command('ACL', 'SETUSER', 'node-gateway', 'on', '>gw-password', ...GATEWAY_ACL_RULES.split(' '));
+    const url = `redis://node-gateway:gw-password@127.0.0.1:${redis!.port}/0`;
+    const s = await RedisNonceStore.open({ kind: 'redis', url, timeoutMs: 300 }, { perToken: 2, skewSeconds: SKEW, retryAfter: 3 }, logger('redis-nonces-test'));
+    stores.push(s);
+    const now = Date.now();
+    const ts = String(Math.floor(now / 1000));
+    assert.equal(await s.healthy(), true);
+    assert.deepEqual(await s.remember(ID, 'a', ts, now), { outcome: 'new' });
+    assert.deepEqual(await s.remember(ID, 'a', ts, now), { outcome: 'replayed' });
+    assert.equal((await s.remember(ID, 'b', ts, now)).outcome, 'new');
+    assert.equal((await s.remember(ID, 'c', ts, now)).outcome, 'token-full');
+    // A flush (by another user) begins an epoch with the wait, and the quota's pruning runs too.
+    await redis!.command('FLUSHALL');
+    assert.equal((await s.remember(`${ID}-2`, 'd', ts, now)).outcome, 'unknown');
+    const at = Math.ceil((await epoch()).floor / 1000);
+    assert.equal((await s.remember(`${ID}-2`, 'e', String(at), at * 1000)).outcome, 'new');
+    assert.equal((await s.remember(`${ID}-2`, 'f', String(at + 2 * SKEW + 100), (at + 2 * SKEW + 100) * 1000)).outcome, 'new');
+    // What the user may not do.
+    const { Redis } = await import('ioredis');
+    const user = new Redis(url, { maxRetriesPerRequest: 0, lazyConnect: true });
+    try {
+      await user.connect();
+      for (const cmd of [['FLUSHALL'], ['FLUSHDB'], ['KEYS', '*'], ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'], ['SCRIPT', 'FLUSH'], ['ACL', 'LIST'], ['REPLICAOF', 'NO', 'ONE'], ['SET', 'other', '1'], ['GET', 'nonce-store:epoch'], ['SCAN', '0']]) {
+        await assert.rejects(user.call(cmd[0], ...cmd.slice(1)), /NOPERM/, cmd.join(' '));
+      }
+      await assert.rejects(user.eval("return redis.call('SET', KEYS[1], '1')", 1, 'other'), /NOPERM|No permissions/, 'a script touches only the store keys');
+    } finally {
+      user.disconnect();
+    }
+  });
+});
+

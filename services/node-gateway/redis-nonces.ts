@@ -9,17 +9,27 @@
 // quota is counted within one slice of exactly and forgets nothing early.
 // Neither key holds the token: whoever reads Redis learns no credential.
 //
-// A Redis that lost its data (restarted without persistence, flushed) cannot
-// tell a replay of a request accepted before the loss: `nonce-store:since`
-// records when the store's memory begins (set on connecting, or by the first
-// request that finds it missing), and a request signed in an earlier second is
-// refused (503 + Retry-After until the client's clock reaches it) rather than
-// taken as new. A client whose clock is right is not refused at all.
+// A Redis that lost nonces it had acknowledged (a restart from an older RDB
+// snapshot or from an AOF missing its last second, a restart without
+// persistence, FLUSHALL, a failover to a replica that had not caught up) cannot
+// tell a replay of a request accepted before the loss. So the store has epochs:
+// `nonce-store:epoch` names the Redis server process that holds it (INFO
+// server's run_id, which every restart and every other server has anew) and
+// when it began. The script checks it on every request, in the same round trip
+// as the nonce. A marker from another server process, a missing marker where
+// this gateway knew one, or one older than this gateway saw, means data was
+// lost: a new epoch begins, and every request whose acceptance window opened
+// before it (ts - skew < its start) is refused with 503 + Retry-After. That is
+// everything signed before the loss whatever its ts, and for HAWK_SKEW seconds
+// every request. A Redis no gateway has used (no marker, and this gateway knew
+// none) starts an epoch without that wait. Every half second each gateway
+// reads the marker, so one that serves nothing still knows the epoch.
 //
 // Redis that cannot answer (down, restarting, slower than NONCE_STORE_TIMEOUT_MS)
 // means 503 + Retry-After: a request is never forwarded unchecked. A Redis that
 // may evict keys (maxmemory-policy other than noeviction) would forget nonces
-// early, so it is refused the same way until it is set right.
+// early, so it is refused the same way until it is set right; the policy is
+// read every half second, so a change at run time is seen within a second.
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
@@ -34,6 +44,8 @@ export const QUOTA_SLICES = 8;
 const FIRST_CONNECT_WAIT_MS = 2000;
 /** Reconnect delays double from 50 ms up to this. */
 const MAX_RECONNECT_DELAY_MS = 1000;
+/** How often the eviction policy, the server and the epoch are read again: a change is seen within a second. */
+export const RECHECK_MS = 500;
 
 export interface RedisNonceLimits {
   perToken: number;
@@ -53,8 +65,8 @@ export function nonceKey(id: string, ts: string, nonce: string): string {
   return `nonce:${digest(`${id}\n${ts}\n${nonce}`)}`;
 }
 
-/** When the store's memory begins (ms, by the clock of the gateway that found it missing). */
-export const SINCE_KEY = 'nonce-store:since';
+/** The store's epoch: a hash of `run` (the run_id of the server that began it), `since` and `floor` (ms). */
+export const EPOCH_KEY = 'nonce-store:epoch';
 
 /** The key of a token's quota count. */
 export function quotaKey(id: string): string {
@@ -76,10 +88,23 @@ export function sliceSeconds(skewSeconds: number): number {
   return Math.max(1, Math.ceil((2 * skewSeconds) / QUOTA_SLICES));
 }
 
+/** What this gateway knows of the server and the store: the epoch arguments of every script call. */
+export interface EpochView {
+  /** INFO server's run_id of the server on this connection. */
+  runId: string;
+  /** `since` of the last epoch this gateway saw (ms), 0 for none. */
+  knownSince: number;
+}
+
+/** The epoch arguments (ARGV 1–4): run_id, the epoch this gateway knew, its clock, the skew in ms. */
+export function epochArgs(view: EpochView, nowMs: number, skewSeconds: number): [string, number, number, number] {
+  return [view.runId, view.knownSince, nowMs, skewSeconds * 1000];
+}
+
 export interface RememberCall {
-  keys: [nonce: string, quota: string, since: string];
-  /** nonce TTL ms, the nonce's slice, the oldest live slice, the quota, the quota hash's TTL ms, now ms, ts. */
-  args: [number, number, number, number, number, number, number];
+  keys: [nonce: string, quota: string, epoch: string];
+  /** The epoch's four (epochArgs), then ts, nonce TTL ms, the nonce's slice, the oldest live slice, the quota, the quota hash's TTL ms. */
+  args: [string, number, number, number, number, number, number, number, number, number];
   /** For reading the reply: the clock, slice length and ts the arguments were made with. */
   nowMs: number;
   slice: number;
@@ -87,7 +112,14 @@ export interface RememberCall {
 }
 
 /** The script's arguments for one request; undefined when the nonce's window is already over. */
-export function rememberCall(id: string, nonce: string, ts: string, nowMs: number, limits: Pick<RedisNonceLimits, 'perToken' | 'skewSeconds'>): RememberCall | undefined {
+export function rememberCall(
+  id: string,
+  nonce: string,
+  ts: string,
+  nowMs: number,
+  limits: Pick<RedisNonceLimits, 'perToken' | 'skewSeconds'>,
+  view: EpochView,
+): RememberCall | undefined {
   const ttl = nonceTtlMs(ts, limits.skewSeconds, nowMs);
   if (ttl < 0) return undefined;
   const slice = sliceSeconds(limits.skewSeconds);
@@ -95,8 +127,8 @@ export function rememberCall(id: string, nonce: string, ts: string, nowMs: numbe
   // The quota hash lives until the end of its newest slice: every nonce it counts has expired by then.
   const quotaTtl = (nonceSlice + 1) * slice * 1000 - nowMs;
   return {
-    keys: [nonceKey(id, ts, nonce), quotaKey(id), SINCE_KEY],
-    args: [ttl, nonceSlice, Math.floor(nowMs / 1000 / slice), limits.perToken, quotaTtl, nowMs, Number(ts)],
+    keys: [nonceKey(id, ts, nonce), quotaKey(id), EPOCH_KEY],
+    args: [...epochArgs(view, nowMs, limits.skewSeconds), Number(ts), ttl, nonceSlice, Math.floor(nowMs / 1000 / slice), limits.perToken, quotaTtl],
     nowMs,
     slice,
     ts: Number(ts),
@@ -104,20 +136,63 @@ export function rememberCall(id: string, nonce: string, ts: string, nowMs: numbe
 }
 
 /**
- * KEYS: the nonce, the token's quota hash, SINCE_KEY. ARGV: see RememberCall.args.
- * Replies {0} new, {1} replayed, {2, oldest live slice} over the quota,
- * {3, since} signed in a second before the one the store's memory begins in.
+ * The epoch, as both scripts begin: KEYS[1] or KEYS[3] is EPOCH_KEY, ARGV 1–4
+ * epochArgs. Returns the epoch's since and floor (ms): a request whose ts (in
+ * ms) is below floor had its window open before the epoch began.
+ *  - the marker is this server's and the one this gateway knew (or it knew
+ *    none): the epoch goes on;
+ *  - this server's, begun after the one this gateway knew: another gateway
+ *    began it, perhaps not knowing what was lost (it knew no epoch), so its
+ *    floor is raised to since + skew;
+ *  - none, another server's (restarted from persistence, failed over), or
+ *    older than the one this gateway knew: a new epoch from now (the later of
+ *    this gateway's clock and Redis's), whose floor is now + skew, unless
+ *    there was no marker and this gateway knew none: a Redis never used.
+ */
+const EPOCH_LUA = `
+local function epoch(key)
+  local m = redis.call('HMGET', key, 'run', 'since', 'floor')
+  local known = tonumber(ARGV[2])
+  local since, floor = tonumber(m[2]), tonumber(m[3])
+  if m[1] == ARGV[1] and since and floor then
+    if known == 0 or since == known then return since, floor end
+    if since > known then
+      local want = since + tonumber(ARGV[4])
+      if floor < want then
+        floor = want
+        redis.call('HSET', key, 'floor', floor)
+      end
+      return since, floor
+    end
+  end
+  local t = redis.call('TIME')
+  since = math.max(tonumber(ARGV[3]), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  floor = 0
+  if m[1] or known > 0 then floor = since + tonumber(ARGV[4]) end
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'run', ARGV[1], 'since', since, 'floor', floor)
+  return since, floor
+end
+`;
+
+/** KEYS: EPOCH_KEY. ARGV: epochArgs. Replies {since, floor}. */
+export const EPOCH_SCRIPT = `${EPOCH_LUA}
+local since, floor = epoch(KEYS[1])
+return {since, floor}
+`;
+
+/**
+ * KEYS: the nonce, the token's quota hash, EPOCH_KEY. ARGV: see RememberCall.args.
+ * Replies {code, since, floor}, and for code 2 the oldest live slice: 0 new,
+ * 1 replayed, 2 over the quota, 3 its window opened before the epoch began.
+ * A nonce still held is a replay (401) whatever the epoch; only the others are unknown.
  * A replay is told as such even when the quota is used up, as the memory store does.
  */
-export const REMEMBER_SCRIPT = `
-local since = redis.call('GET', KEYS[3])
-if not since then
-  since = ARGV[6]
-  redis.call('SET', KEYS[3], since)
-end
-if tonumber(ARGV[7]) < math.floor(tonumber(since) / 1000) then return {3, tonumber(since)} end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {1} end
-local live = tonumber(ARGV[3])
+export const REMEMBER_SCRIPT = `${EPOCH_LUA}
+local since, floor = epoch(KEYS[3])
+if redis.call('EXISTS', KEYS[1]) == 1 then return {1, since, floor} end
+if tonumber(ARGV[5]) * 1000 < floor then return {3, since, floor} end
+local live = tonumber(ARGV[8])
 local fields = redis.call('HGETALL', KEYS[2])
 local count, oldest = 0, nil
 for i = 1, #fields, 2 do
@@ -129,27 +204,44 @@ for i = 1, #fields, 2 do
     if oldest == nil or slice < oldest then oldest = slice end
   end
 end
-if count >= tonumber(ARGV[4]) then return {2, oldest} end
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return {1} end
-redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end
-return {0}
+if count >= tonumber(ARGV[9]) then return {2, since, floor, oldest} end
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[6]) then return {1, since, floor} end
+redis.call('HINCRBY', KEYS[2], ARGV[7], 1)
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[10]) then redis.call('PEXPIRE', KEYS[2], ARGV[10]) end
+return {0, since, floor}
 `;
 
-/** The script's reply as a verdict; anything else is the store misbehaving (503). */
-export function verdictOf(reply: unknown, call: Pick<RememberCall, 'nowMs' | 'slice' | 'ts'>): NonceVerdict {
-  if (Array.isArray(reply)) {
-    const [code, oldest] = reply as unknown[];
-    if (code === 3 && reply.length === 2 && Number.isSafeInteger(oldest)) {
-      // Until the client's clock reaches the store's first second, so that its next request is signed in it or later.
-      return { outcome: 'unknown', retryAfter: Math.max(1, Math.floor((oldest as number) / 1000) - call.ts) };
-    }
-    if (code === 0 && reply.length === 1) return { outcome: 'new' };
-    if (code === 1 && reply.length === 1) return { outcome: 'replayed' };
-    if (code === 2 && reply.length === 2 && Number.isSafeInteger(oldest)) {
+/** An epoch as the scripts report it (ms). */
+export interface Epoch {
+  since: number;
+  floor: number;
+}
+
+function isMs(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0;
+}
+
+/** EPOCH_SCRIPT's reply; anything else is the store misbehaving (503). */
+export function epochOf(reply: unknown): Epoch {
+  if (Array.isArray(reply) && reply.length === 2 && isMs(reply[0]) && isMs(reply[1])) return { since: reply[0], floor: reply[1] };
+  throw new ServiceUnavailable(`the nonce store answered ${JSON.stringify(reply)?.slice(0, 100)}`);
+}
+
+/** REMEMBER_SCRIPT's reply: the verdict and the epoch; anything else is the store misbehaving (503). */
+export function verdictOf(reply: unknown, call: Pick<RememberCall, 'nowMs' | 'slice' | 'ts'>): { verdict: NonceVerdict; epoch: Epoch } {
+  if (Array.isArray(reply) && isMs(reply[1]) && isMs(reply[2])) {
+    const [code, since, floor, oldest] = reply as [unknown, number, number, unknown];
+    const epoch = { since, floor };
+    if (code === 0 && reply.length === 3) return { verdict: { outcome: 'new' }, epoch };
+    if (code === 1 && reply.length === 3) return { verdict: { outcome: 'replayed' }, epoch };
+    if (code === 2 && reply.length === 4 && Number.isSafeInteger(oldest)) {
       // The oldest slice's count goes once the slice is over.
       const retryAfter = ((oldest as number) + 1) * call.slice - Math.floor(call.nowMs / 1000);
-      return { outcome: 'token-full', retryAfter: Math.max(1, retryAfter) };
+      return { verdict: { outcome: 'token-full', retryAfter: Math.max(1, retryAfter) }, epoch };
+    }
+    if (code === 3 && reply.length === 3) {
+      // Until the client's clock reaches the floor, so that its next request is signed at or after it.
+      return { verdict: { outcome: 'unknown', retryAfter: Math.max(1, Math.ceil(floor / 1000 - call.ts)) }, epoch };
     }
   }
   throw new ServiceUnavailable(`the nonce store answered ${JSON.stringify(reply)?.slice(0, 100)}`);
@@ -162,12 +254,34 @@ export function verdictOfError(err: unknown, retryAfter: number): NonceVerdict {
   throw new ServiceUnavailable(`the nonce store did not answer: ${message}`, retryAfter);
 }
 
+/** What `INFO server memory` says about the server: its run_id, and why it must not hold nonces (undefined when it may). */
+export interface ServerView {
+  runId: string;
+  problem?: string;
+}
+
+/** Reads `INFO server memory`; throws when it names no run_id. */
+export function serverOf(info: string): ServerView {
+  const runId = /^run_id:([0-9a-f]+)\r?$/m.exec(info)?.[1];
+  if (runId === undefined) throw new ServiceUnavailable('the nonce store did not say its run_id (INFO server)');
+  return { runId, problem: evictionProblem(info) };
+}
+
 /** Why a Redis whose `INFO memory` reads so must not hold nonces, or undefined when it may. */
 export function evictionProblem(infoMemory: string): string | undefined {
   const policy = /^maxmemory_policy:(\S+)/m.exec(infoMemory)?.[1];
   if (policy === undefined || policy === 'noeviction') return undefined;
   return `its maxmemory-policy is ${policy}, which may evict nonces before their window ends; set maxmemory-policy noeviction`;
 }
+
+/**
+ * The Redis ACL rules a gateway's user needs (docs/security.md gives the whole
+ * ACL SETUSER line): its three key prefixes, and only the commands its client
+ * and its scripts send; no FLUSHALL, CONFIG, KEYS, DEBUG or pub/sub.
+ */
+export const GATEWAY_ACL_RULES =
+  'resetkeys ~nonce:* ~nonces:* ~nonce-store:* resetchannels -@all ' +
+  '+evalsha +eval +info +ping +client|setname +select +exists +set +del +hmget +hset +hgetall +hdel +hincrby +pttl +pexpire +time';
 
 /** The URL as logs may show it: no password. */
 export function redactedUrl(url: string): string {
@@ -178,17 +292,22 @@ export function redactedUrl(url: string): string {
 
 // ---- the store ----
 
-type RememberScript = (nonceKey: string, quotaKey: string, sinceKey: string, ...args: number[]) => Promise<unknown>;
+type RememberScript = (nonceKey: string, quotaKey: string, epochKey: string, ...args: Array<string | number>) => Promise<unknown>;
+type EpochScript = (epochKey: string, ...args: Array<string | number>) => Promise<unknown>;
 
 export class RedisNonceStore implements NonceStore {
   readonly kind = 'redis';
-  /** Set once this connection's eviction policy was read and found safe; a reconnect reads it again. */
-  private safe = false;
+  /** What INFO said on this connection (read on connecting, then every RECHECK_MS); undefined until read, and after a disconnect. */
+  private server: ServerView | undefined;
+  /** The `since` of the last epoch seen: it outlives connections, so a Redis that comes back empty is told from a new one. */
+  private knownSince = 0;
   private unsafeLogged = false;
-  private checking: Promise<void> | undefined;
+  private checking: Promise<ServerView> | undefined;
   private down = true;
   private closing = false;
+  private readonly timer: NodeJS.Timeout;
   private readonly script: RememberScript;
+  private readonly epochScript: EpochScript;
 
   private constructor(
     private readonly client: Redis,
@@ -196,11 +315,14 @@ export class RedisNonceStore implements NonceStore {
     private readonly log: Logger,
   ) {
     client.defineCommand('rememberNonce', { numberOfKeys: 3, lua: REMEMBER_SCRIPT });
-    this.script = (client as unknown as { rememberNonce: RememberScript }).rememberNonce.bind(client);
+    client.defineCommand('nonceEpoch', { numberOfKeys: 1, lua: EPOCH_SCRIPT });
+    const commands = client as unknown as { rememberNonce: RememberScript; nonceEpoch: EpochScript };
+    this.script = commands.rememberNonce.bind(client);
+    this.epochScript = commands.nonceEpoch.bind(client);
     client.on('ready', () => {
       if (this.down) log.info('nonce store connected');
       this.down = false;
-      this.prepare().catch(() => {});
+      this.check().catch(() => {});
     });
     // Without a listener an 'error' would be thrown; the client reconnects by itself.
     client.on('error', (err: Error) => {
@@ -209,11 +331,15 @@ export class RedisNonceStore implements NonceStore {
       this.down = true;
     });
     client.on('close', () => {
-      this.safe = false;
-      this.unsafeLogged = false;
+      this.server = undefined;
       if (!this.down && !this.closing) log.warn('nonce store connection closed: answering 503 until it is back');
       this.down = true;
     });
+    // A policy changed at run time, a server switched under the connection, an epoch begun elsewhere: seen within a second.
+    this.timer = setInterval(() => {
+      if (this.client.status === 'ready') this.check().catch(() => {});
+    }, RECHECK_MS);
+    this.timer.unref();
   }
 
   /** Connects (waiting a little for the first connection) and serves from then on, reconnecting whenever Redis comes back. */
@@ -232,7 +358,7 @@ export class RedisNonceStore implements NonceStore {
     const timer = setTimeout(() => waited.abort(), FIRST_CONNECT_WAIT_MS);
     try {
       await once(client, 'ready', { signal: waited.signal });
-      await store.prepare().catch(() => {});
+      await store.check().catch(() => {});
     } catch {
       store.log.warn('nonce store not reachable yet: answering 503 until it is');
     } finally {
@@ -242,26 +368,28 @@ export class RedisNonceStore implements NonceStore {
   }
 
   async remember(id: string, nonce: string, ts: string, nowMs: number): Promise<NonceVerdict> {
-    const call = rememberCall(id, nonce, ts, nowMs, this.limits);
-    if (call === undefined) return { outcome: 'new' };
+    if (nonceTtlMs(ts, this.limits.skewSeconds, nowMs) < 0) return { outcome: 'new' };
     if (this.client.status !== 'ready') throw new ServiceUnavailable(`the nonce store is not connected (${this.client.status})`, this.limits.retryAfter);
     let reply: unknown;
+    let call: RememberCall;
     try {
-      if (!this.safe) await this.prepare();
+      const server = this.server ?? (await this.check());
+      if (server.problem) throw new ServiceUnavailable(`nonce store refused: ${server.problem}`, this.limits.retryAfter);
+      call = rememberCall(id, nonce, ts, nowMs, this.limits, { runId: server.runId, knownSince: this.knownSince })!;
       reply = await this.script(...call.keys, ...call.args);
     } catch (err) {
       if (err instanceof ServiceUnavailable) throw err;
       return verdictOfError(err, this.limits.retryAfter);
     }
-    return verdictOf(reply, call);
+    const { verdict, epoch } = verdictOf(reply, call);
+    this.saw(epoch);
+    return verdict;
   }
 
   async healthy(): Promise<boolean> {
     if (this.client.status !== 'ready') return false;
     try {
-      await this.client.ping();
-      await this.prepare();
-      return true;
+      return (await this.check()).problem === undefined;
     } catch {
       return false;
     }
@@ -269,31 +397,44 @@ export class RedisNonceStore implements NonceStore {
 
   async close(): Promise<void> {
     this.closing = true;
+    clearInterval(this.timer);
     this.client.disconnect();
   }
 
+  /** Notes the epoch a reply named; a new one that refuses what came before it is logged once, by each gateway that sees it. */
+  private saw({ since, floor }: Epoch): void {
+    if (since === this.knownSince) return;
+    const first = this.knownSince === 0;
+    this.knownSince = since;
+    // A wait already over (a gateway meeting the store long after) is no news.
+    if (floor > since && floor > Date.now()) {
+      this.log.warn(
+        { epochSince: new Date(since).toISOString(), refusedUntil: new Date(floor).toISOString() },
+        'nonce store lost nonces (restarted, flushed or failed over): requests whose window opened before epochSince get 503 until refusedUntil',
+      );
+    } else if (!first) this.log.info({ epochSince: new Date(since).toISOString() }, 'nonce store began a new epoch');
+  }
+
   /**
-   * Once per connection (the heartbeat again): records when the store's memory
-   * begins if it has no record (a new or emptied Redis), and reads the eviction
-   * policy; unsafe → ServiceUnavailable.
+   * Reads the server (run_id, eviction policy) and the store's epoch; on
+   * connecting, every RECHECK_MS, and for the heartbeat. One at a time.
    */
-  private prepare(): Promise<void> {
-    this.checking ??= this.client
-      .set(SINCE_KEY, String(Date.now()), 'NX')
-      .then(() => this.client.info('memory'))
-      .then((info) => {
-        const problem = evictionProblem(info);
-        if (problem) {
-          if (!this.unsafeLogged) this.log.error(`nonce store refused: ${problem}`);
-          this.unsafeLogged = true;
-          this.safe = false;
-          throw new ServiceUnavailable(`nonce store refused: ${problem}`, this.limits.retryAfter);
-        }
-        this.safe = true;
-      })
-      .finally(() => {
-        this.checking = undefined;
-      });
+  private check(): Promise<ServerView> {
+    this.checking ??= this.readServer().finally(() => {
+      this.checking = undefined;
+    });
     return this.checking;
+  }
+
+  private async readServer(): Promise<ServerView> {
+    const server = serverOf(await this.client.info('server', 'memory'));
+    const epoch = epochOf(await this.epochScript(EPOCH_KEY, ...epochArgs({ runId: server.runId, knownSince: this.knownSince }, Date.now(), this.limits.skewSeconds)));
+    this.saw(epoch);
+    if (server.problem && !this.unsafeLogged) this.log.error(`nonce store refused: ${server.problem}`);
+    else if (!server.problem && this.unsafeLogged) this.log.warn('nonce store usable again: its maxmemory-policy is noeviction');
+    this.unsafeLogged = server.problem !== undefined;
+    // A reply that came back after a disconnect describes a connection that is gone.
+    if (this.client.status === 'ready') this.server = server;
+    return server;
   }
 }

@@ -7,6 +7,7 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { gatewayConfig } from '../../lib/config.js';
+import { ConfigError } from '../../lib/errors.js';
 import { hawkHeader, timestampMac } from '../../lib/hawk.js';
 import { derivedSecret, encodeToken, makeToken, nodeSecrets, type TokenPayload } from '../../lib/token.js';
 import { newSecret } from '../../tests/support/services.js';
@@ -253,6 +254,11 @@ test('a token in the reference tokenlib format is accepted', async () => {
 test('secret rotation: a token from the older master secret is accepted', async () => {
   const { reply } = signedSend(gw, token({}, { which: 1 }), { path: '/1.5/42/rotated' });
   assert.equal((await reply).status, 200);
+});
+
+test('NODE_SECRETS belong to one exact URL: a gateway that would make its URL from its port (npm start without NODE_URL) refuses to start', async () => {
+  const config = gatewayConfig({ NODE_URL, UPSTREAM_URL: upstreamUrl, NODE_SECRETS: nodeSecrets(MASTERS, NODE_URL).join(','), GATEWAY_PORT: '0' });
+  await assert.rejects(startGateway(config, (p) => `http://127.0.0.1:${p}`), (e: unknown) => e instanceof ConfigError && e.variable === 'NODE_URL' && /NODE_SECRETS/.test(e.message));
 });
 
 test('forwarding headers are overwritten, hop-by-hop and gateway-owned ones dropped', async () => {

@@ -1,7 +1,8 @@
 // A throwaway redis-server on a free loopback port, for the tests of the shared
 // nonce store: Debian's redis-server (`.ci/run` installs it), or the binary
-// REDIS_SERVER names. No persistence, its own temp folder; it can be stopped,
-// paused (SIGSTOP: a Redis too slow to answer) and started again on its port.
+// REDIS_SERVER names. No automatic persistence (SAVE still writes a snapshot),
+// its own temp folder; it can be stopped, killed, paused (SIGSTOP: a Redis too
+// slow to answer) and started again on its port, from its last snapshot if any.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -15,10 +16,12 @@ const START_WAIT_MS = 10_000;
 export interface TestRedis {
   url: string;
   port: number;
-  /** Starts it again on the same port (after stop), empty. */
+  /** Starts it again on the same port and folder (after stop or kill): from the last SAVE's snapshot, else empty. */
   start(): Promise<void>;
   /** Stops it (SIGTERM) and waits for the process to end. */
   stop(): Promise<void>;
+  /** SIGKILL, as a crash: nothing is written on the way out. */
+  kill(): Promise<void>;
   /** SIGSTOP / SIGCONT: connections stay open, nothing is answered meanwhile. */
   pause(): void;
   resume(): void;
@@ -95,13 +98,13 @@ export async function startRedis(args: string[] = []): Promise<TestRedis> {
     }
   }
 
-  async function stop(): Promise<void> {
+  async function stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
     const proc = child;
     child = undefined;
     if (!proc || proc.exitCode !== null) return;
     const exited = new Promise((r) => proc.once('exit', r));
     proc.kill('SIGCONT');
-    proc.kill('SIGTERM');
+    proc.kill(signal);
     await exited;
   }
 
@@ -110,7 +113,8 @@ export async function startRedis(args: string[] = []): Promise<TestRedis> {
     url: `redis://127.0.0.1:${port}`,
     port,
     start,
-    stop,
+    stop: () => stop(),
+    kill: () => stop('SIGKILL'),
     pause: () => child?.kill('SIGSTOP'),
     resume: () => child?.kill('SIGCONT'),
     command: (...a: string[]) => command(port, a),
