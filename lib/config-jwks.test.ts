@@ -8,16 +8,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bearerConfig, DEFAULTS, discoveryUrl, isLoopbackHost, jwksConfig, loginConfig, remoteUrlProblem, webhookConfig, type Env } from './config.js';
-import { ConfigError } from './errors.js';
+import { refused } from './testkit.js';
 
-function refused(fn: () => unknown, variable: string, message?: RegExp): void {
-  assert.throws(fn, (e: unknown) => {
-    assert.ok(e instanceof ConfigError, String(e));
-    assert.equal(e.variable, variable);
-    if (message) assert.match(e.message, message);
-    return true;
-  });
-}
 
 const LOGIN: Env = { APPLICATIONS: 'sync/1.5', MASTER_SECRETS: randomBytes(48).toString('hex'), INTERNAL_SECRET: randomBytes(32).toString('hex') };
 

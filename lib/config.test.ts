@@ -8,17 +8,10 @@ import path from 'node:path';
 import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeSecrets as nodeSecretsOf, nodeSecretsProblem, nodeType, SAMPLE_SECRETS, secretValue } from './config.js';
 import { nodeSecrets } from './token.js';
 import { ConfigError } from './errors.js';
+import { refused } from './testkit.js';
 
 const secret = (bytes = 32) => randomBytes(bytes).toString('hex');
 
-function refused(fn: () => unknown, variable: string, message?: RegExp): void {
-  assert.throws(fn, (e: unknown) => {
-    assert.ok(e instanceof ConfigError, String(e));
-    assert.equal(e.variable, variable);
-    if (message) assert.match(e.message, message);
-    return true;
-  });
-}
 
 function withTempDir(fn: (dir: string) => void): void {
   const dir = mkdtempSync(path.join(tmpdir(), 'config-'));

@@ -59,6 +59,17 @@ function loginWith(p: OAuthProvider, env: Env = {}): Promise<RunningLogin> {
   return sys.startLogin({ OAUTH_ISSUER: p.issuer, METRICS_HASH_SECRET: METRICS_SECRET, LOGIN_METRICS_PORT: '0', OAUTH_JWKS_CACHE: cacheFile(), ...env });
 }
 
+/** What a login process needs besides its keys: this file's directory and nodeassign, its secrets. */
+function processEnv(): Env {
+  return {
+    APPLICATIONS: 'sync/1.5',
+    MASTER_SECRETS: MASTER_SECRETS.join(','),
+    INTERNAL_SECRET: TEST_AUTH.internalSecret,
+    DIRECTORY_ADDR: `127.0.0.1:${sys.directoryPort}`,
+    NODEASSIGN_ADDR: `127.0.0.1:${sys.nodeAssignPort}`,
+  };
+}
+
 const newSub = () => randomBytes(16).toString('hex');
 
 const openapi = loadOpenApi();
@@ -339,11 +350,7 @@ describe('bad input from the provider (login as its own process: the log says wh
     // Where a redirect leads: another origin serving a key that is not the provider's.
     elsewhere = await provider([rogue]);
     login = await startLoginProcess({
-      APPLICATIONS: 'sync/1.5',
-      MASTER_SECRETS: MASTER_SECRETS.join(','),
-      INTERNAL_SECRET: TEST_AUTH.internalSecret,
-      DIRECTORY_ADDR: `127.0.0.1:${sys.directoryPort}`,
-      NODEASSIGN_ADDR: `127.0.0.1:${sys.nodeAssignPort}`,
+      ...processEnv(),
       LOGIN_WORKERS: '1',
       OAUTH_ISSUER: p.issuer,
       METRICS_HASH_SECRET: METRICS_SECRET,
@@ -401,11 +408,7 @@ describe('over https', () => {
     providers.push(p);
     assert.match(p.issuer, /^https:\/\/localhost:\d+$/);
     const login = await startLoginProcess({
-      APPLICATIONS: 'sync/1.5',
-      MASTER_SECRETS: MASTER_SECRETS.join(','),
-      INTERNAL_SECRET: TEST_AUTH.internalSecret,
-      DIRECTORY_ADDR: `127.0.0.1:${sys.directoryPort}`,
-      NODEASSIGN_ADDR: `127.0.0.1:${sys.nodeAssignPort}`,
+      ...processEnv(),
       LOGIN_WORKERS: '1',
       OAUTH_ISSUER: p.issuer,
       METRICS_HASH_SECRET: METRICS_SECRET,
@@ -430,11 +433,7 @@ describe('LOGIN_WORKERS=2: each worker keeps its own set', () => {
     const p = await provider([k1]);
     const interval = 3;
     const login = await startLoginProcess({
-      APPLICATIONS: 'sync/1.5',
-      MASTER_SECRETS: MASTER_SECRETS.join(','),
-      INTERNAL_SECRET: TEST_AUTH.internalSecret,
-      DIRECTORY_ADDR: `127.0.0.1:${sys.directoryPort}`,
-      NODEASSIGN_ADDR: `127.0.0.1:${sys.nodeAssignPort}`,
+      ...processEnv(),
       LOGIN_WORKERS: '2',
       LOGIN_METRICS_PORT: '0',
       OAUTH_ISSUER: p.issuer,
