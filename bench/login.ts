@@ -47,7 +47,7 @@ export interface LoginStack {
   /** A file of `count` requests with assertions never presented before (bench/fixtures.ts). */
   freshRequests(count: number): string;
   /** Likewise with Bearer access tokens (bench/fixtures.ts bearerFixture); only on a stack started with `bearer`. */
-  freshBearerRequests?(count: number): string;
+  freshBearerRequests?(count: number): Promise<string>;
   users: number;
   close(): Promise<void>;
 }
@@ -86,7 +86,7 @@ export async function startLoginStack(
     const created = await runLoad({ mode: 'probe', url, requestsFile: fixture.freshRequests(o.users), count: o.users, concurrency: 8 });
     if (created.statuses['200'] !== o.users) throw new Error(`creating users: ${JSON.stringify(created.statuses)}, ${created.errors} errors`);
     if (bearer) {
-      const first = await runLoad({ mode: 'probe', url, requestsFile: bearer.freshRequests(o.users), count: o.users, concurrency: 8 });
+      const first = await runLoad({ mode: 'probe', url, requestsFile: await bearer.freshRequests(o.users), count: o.users, concurrency: 8 });
       if (first.statuses['200'] !== o.users) throw new Error(`creating Bearer users: ${JSON.stringify(first.statuses)}, ${first.errors} errors`);
     }
     return {
@@ -226,7 +226,7 @@ export async function schemeRound(stack: LoginStack & { lastRate?: Partial<Recor
   const services = [stack.login, stack.directory];
   // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
   const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * RATE_MARGIN * seconds);
-  const requestsFile = scheme === 'bearer' ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
+  const requestsFile = scheme === 'bearer' ? await stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
   const before = services.map((s) => s.cpuSeconds());
   for (const s of services) s.resetPeak();
   const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });

@@ -69,6 +69,17 @@ export function processTree(pid: number): number[] {
   return [pid, ...children(pid).flatMap(processTree)];
 }
 
+/** Resets the peak RSS (VmHWM) of a process and its descendants to their current RSS (Linux: 5 into clear_refs). */
+export function clearPeaks(pid: number): void {
+  for (const p of processTree(pid)) {
+    try {
+      writeFileSync(`/proc/${p}/clear_refs`, '5');
+    } catch {
+      // Without it the peak includes start-up, which only overstates it.
+    }
+  }
+}
+
 /** CPU time of a process and its descendants, the live ones and those reaped already, seconds. */
 export function treeCpuSeconds(pid: number): number {
   return processTree(pid).reduce((sum, p) => sum + cpuSeconds(p, true), 0);
@@ -139,21 +150,17 @@ export async function startService(
       }
     });
   });
+  return serviceOf(name, child, port);
+}
+
+/** A Service for a server process already started and listening on `port` (its descendants counted with it). */
+export function serviceOf(name: string, child: ChildProcess, port: number): Service {
   return {
     name,
     child,
     port,
     peakRssMb: () => processTree(child.pid!).reduce((sum, p) => sum + vmHwm(p), 0) / (1024 * 1024),
-    resetPeak: () => {
-      for (const p of processTree(child.pid!)) {
-        // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux).
-        try {
-          writeFileSync(`/proc/${p}/clear_refs`, '5');
-        } catch {
-          // Without it the peak includes start-up, which only overstates it.
-        }
-      }
-    },
+    resetPeak: () => clearPeaks(child.pid!),
     cpuSeconds: () => treeCpuSeconds(child.pid!),
     stop: () => terminate(child),
   };

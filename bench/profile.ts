@@ -84,7 +84,7 @@ export async function profileLogin(o: {
   let load;
   try {
     // Fresh credentials for up to ~6000 logins/s over the window (Bearer's cost ~1 ms each to sign: 3000/s).
-    const requestsFile = o.bearer ? stack.freshBearerRequests!(3000 * o.seconds) : stack.freshRequests(6000 * o.seconds);
+    const requestsFile = o.bearer ? await stack.freshBearerRequests!(3000 * o.seconds) : stack.freshRequests(6000 * o.seconds);
     load = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: o.seconds });
   } finally {
     // The profile is written when the login process exits cleanly (SIGTERM → close → exit).

@@ -14,6 +14,8 @@ export interface SqlServer {
   name: string;
   /** A database for the test, reachable over TCP on loopback, with a password where the server checks one. */
   url: string;
+  /** The process started for the server (as root, `runuser` around PostgreSQL): its descendants are the server's processes (benchmarks count their CPU). */
+  pid: number;
   /** Runs SQL as the database's owner; `?` placeholders on MariaDB, `$1` on PostgreSQL. */
   query(sql: string, params?: unknown[]): Promise<Array<Record<string, unknown>>>;
   stop(): Promise<void>;
@@ -120,6 +122,7 @@ export async function startPostgres(): Promise<Started> {
       server: {
         name: 'PostgreSQL',
         url,
+        pid: started.pid!,
         query: async (sql, params) => (await owner.query(sql, params)).rows,
         async stop() {
           await owner.end().catch(() => undefined);
@@ -190,6 +193,7 @@ export async function startMariadb(): Promise<Started> {
       server: {
         name: 'MariaDB',
         url,
+        pid: started.pid!,
         query: async (sql, params) => {
           const [rows] = await owner.query(sql, params);
           return Array.isArray(rows) ? (rows as Array<Record<string, unknown>>) : [];
