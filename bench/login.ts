@@ -58,7 +58,7 @@ export interface LoginStack {
  */
 export async function startLoginStack(
   storeUrl: string,
-  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean; loginEnv?: Env },
+  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean; loginEnv?: Env; loginWrap?: string[] },
 ): Promise<LoginStack> {
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-login-'));
   const services: Service[] = [];
@@ -78,7 +78,7 @@ export async function startLoginStack(
     await addNodes(nodeAssign.port, [{ url: NODE_URL, capacity: 10_000_000 }]);
     const login = await startLoginService(
       { ...fixture.env, ...bearer?.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}`, ...o.loginEnv },
-      { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir },
+      { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir, ...(o.loginWrap ? { wrap: o.loginWrap, startTimeoutMs: 300_000 } : {}) },
     );
     services.push(login);
     const url = `http://127.0.0.1:${login.port}`;

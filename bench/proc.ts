@@ -113,10 +113,12 @@ export async function startService(
   entry: string,
   env: Env,
   readyMsg: RegExp,
-  opts: { nodeArgs?: string[]; startTimeoutMs?: number; fromSource?: boolean; buildDir?: string } = {},
+  opts: { nodeArgs?: string[]; startTimeoutMs?: number; fromSource?: boolean; buildDir?: string; wrap?: string[] } = {},
 ): Promise<Service> {
   const program = opts.fromSource ? ['--import', TSX, entry] : [builtEntry(entry, opts.buildDir)];
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...program], {
+  // `wrap`: a command that runs node (valgrind for bench/instructions.ts) in the same process.
+  const [command, ...args] = [...(opts.wrap ?? []), process.execPath, ...(opts.nodeArgs ?? []), ...program];
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', INTERNAL_SECRET: BENCH_AUTH.internalSecret, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -183,7 +185,7 @@ export const startNodeAssign = (storeUrl: string, extra: Env = {}, buildDir?: st
  * One process unless `env` sets LOGIN_WORKERS: the figures per process stay
  * comparable from one machine to another (bench/workers.ts compares 1 and 2).
  */
-export const startLoginService = (env: Env, opts: { nodeArgs?: string[]; buildDir?: string } = {}): Promise<Service> =>
+export const startLoginService = (env: Env, opts: { nodeArgs?: string[]; buildDir?: string; wrap?: string[]; startTimeoutMs?: number } = {}): Promise<Service> =>
   startService('login', 'services/login/index.ts', { LOGIN_PORT: '0', LOGIN_WORKERS: '1', ...env }, /login listening/, {
     ...opts,
     nodeArgs: [...PRODUCTION_NODE_ARGS.login, ...(opts.nodeArgs ?? [])],
