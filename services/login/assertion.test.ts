@@ -525,6 +525,16 @@ describe('createAssertionVerifier', () => {
     assert.equal((await verifier.verify(await header({ issuerKey: edIssuer, issuer: 'multi.example', user: edUser, scheme: 'BrowserID' }), NOW)).issuer, 'multi.example');
   });
 
+  test('verifyCredentials (the header split already) answers as verify does', async () => {
+    const h = await header({ user: esUser, generation: 7 });
+    const credentials = h.slice('Assertion '.length);
+    assert.deepEqual(await verifier.verifyCredentials(credentials, NOW), await verifier.verify(h, NOW));
+    const wrong = await header({ user: esUser, signer: rogue });
+    await assert.rejects(verifier.verifyCredentials(wrong.slice('Assertion '.length), NOW), /assertion is not signed by the certified key/);
+    await assert.rejects(verifier.verifyCredentials('no-tilde-here', NOW), InvalidCredentials);
+    await assert.rejects(verifier.verifyCredentials(credentials, NOW + 4 * 3_600_000), InvalidTimestamp);
+  });
+
   test('legacy BrowserID RS public-key form verifies', async () => {
     const h = await header({ user: rsUser, publicKey: legacyRsaPublicKey(rsUser.publicJwk) });
     assert.equal((await verifier.verify(h, NOW)).email, 'alice@example.com');

@@ -308,6 +308,8 @@ interface Issuer {
 
 export interface AssertionVerifier {
   verify(authorization: string | undefined, nowMs?: number): Promise<VerifiedAssertion>;
+  /** The same for the credentials of a header already split (splitAuthorization) and found to name an assertion scheme. */
+  verifyCredentials(credentials: string, nowMs?: number): Promise<VerifiedAssertion>;
   /** Certificates currently cached (for tests and metrics). */
   readonly cachedCertificates: number;
   /** Their memory by cachedCertificateBytes, bytes. */
@@ -526,29 +528,38 @@ export async function createAssertionVerifier(opts: VerifierOptions): Promise<As
     },
     async verify(authorization, nowMs = Date.now()) {
       const { certificate, assertion } = parseAuthorization(authorization);
-      const cacheKey = createHash('sha256').update(certificate).digest('base64url');
-      const expired = (c: VerifiedCertificate) => c.claims.expMs + skewMs < nowMs;
-      let cert = cache.get(cacheKey);
-      if (!cert) {
-        cert = await verifyCertificate(certificate);
-        // Not an expired one: it would only push out a certificate still in use.
-        if (!expired(cert)) cache.set(cacheKey, cert);
-      }
-      // Times are checked on every use, cached or not.
-      try {
-        checkTimes(cert.claims, nowMs, skewMs, maxCertificateMs, 'certificate');
-      } catch (e) {
-        if (expired(cert)) cache.delete(cacheKey);
-        throw e;
-      }
-      const decoded = decodeJws(assertion, 'assertion');
-      if (!cert.userAlgorithms.includes(decoded.alg) || !(await signedBy(decoded, cert.userKey))) {
-        throw new InvalidCredentials('assertion is not signed by the certified key');
-      }
-      const { expMs } = assertionClaims(decoded.payload, opts.audiences);
-      checkTimes({ expMs }, nowMs, skewMs, maxAssertionMs, 'assertion');
-      const generation = parseGeneration(cert.claims.generation);
-      return { email: cert.claims.email, issuer: cert.claims.issuer, ...(generation !== undefined ? { generation } : {}) };
+      return verifyBundle(certificate, assertion, nowMs);
+    },
+    async verifyCredentials(credentials, nowMs = Date.now()) {
+      const { certificate, assertion } = splitBundle(credentials);
+      return verifyBundle(certificate, assertion, nowMs);
     },
   };
+
+  /** Both halves of a bundle (a cache hit skips the certificate's own checks but never its times). */
+  async function verifyBundle(certificate: string, assertion: string, nowMs: number): Promise<VerifiedAssertion> {
+    const cacheKey = createHash('sha256').update(certificate).digest('base64url');
+    const expired = (c: VerifiedCertificate) => c.claims.expMs + skewMs < nowMs;
+    let cert = cache.get(cacheKey);
+    if (!cert) {
+      cert = await verifyCertificate(certificate);
+      // Not an expired one: it would only push out a certificate still in use.
+      if (!expired(cert)) cache.set(cacheKey, cert);
+    }
+    // Times are checked on every use, cached or not.
+    try {
+      checkTimes(cert.claims, nowMs, skewMs, maxCertificateMs, 'certificate');
+    } catch (e) {
+      if (expired(cert)) cache.delete(cacheKey);
+      throw e;
+    }
+    const decoded = decodeJws(assertion, 'assertion');
+    if (!cert.userAlgorithms.includes(decoded.alg) || !(await signedBy(decoded, cert.userKey))) {
+      throw new InvalidCredentials('assertion is not signed by the certified key');
+    }
+    const { expMs } = assertionClaims(decoded.payload, opts.audiences);
+    checkTimes({ expMs }, nowMs, skewMs, maxAssertionMs, 'assertion');
+    const generation = parseGeneration(cert.claims.generation);
+    return { email: cert.claims.email, issuer: cert.claims.issuer, ...(generation !== undefined ? { generation } : {}) };
+  }
 }
