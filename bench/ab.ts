@@ -10,9 +10,11 @@
 //   npx tsx bench/ab.ts --login-flags-b="--max-old-space-size=4096"
 //   npx tsx bench/ab.ts --scheme both services/login/jwks.ts=/tmp/jwks.ts
 //   npx tsx bench/ab.ts --store both services/directory/service.ts=/tmp/service.ts
+//   npx tsx bench/ab.ts --login-workers 2 --scheme both services/login/assertion.ts=/tmp/assertion.ts
 // --login-flags-b: B runs login with these node flags after the production ones (lib/node-flags.ts), which they override.
 // --scheme: the logins measured: assertion (the default: fresh ES256 assertions), bearer (fresh RS256 access
 // tokens, one RSA-2048 OAuth key, distinct accounts), or both, each round of each on each build in turn.
+// --login-workers N: both logins with LOGIN_WORKERS=N (default 1: one process); CPU counts all its processes.
 // --store: sqlite (the default), mongodb (MONGODB_URL, else the compatible server started for the run; a
 // database per build) or both, one after the other.
 // With --gateway: both gateway builds and the bare proxy under bench/gateway.ts's load instead.
@@ -32,7 +34,7 @@ type MeasuredStack = LoginStack & { lastRate?: Partial<Record<Scheme, number>> }
 
 export async function compare(
   replace: Record<string, string>,
-  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[]; store?: Store },
+  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[]; store?: Store; loginWorkers?: number },
 ): Promise<Record<string, AbRound[]>> {
   const schemes = o.schemes ?? ['assertion'];
   const bearer = schemes.includes('bearer');
@@ -45,8 +47,9 @@ export async function compare(
   if (mongo && 'skip' in mongo) throw new Error(mongo.skip);
   const storeUrl = (build: string) => (mongo ? withDatabase(mongo.url, `ab_${build}_${process.pid}_${Date.now()}`) : `sqlite:${path.join(dir, `${build}.db`)}`);
   try {
-    stacks.push(await startLoginStack(storeUrl('a'), { users: o.users, buildDir: BUILD_DIR, bearer }));
-    stacks.push(await startLoginStack(storeUrl('b'), { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB, bearer }));
+    const loginEnv = o.loginWorkers ? { LOGIN_WORKERS: String(o.loginWorkers) } : undefined;
+    stacks.push(await startLoginStack(storeUrl('a'), { users: o.users, buildDir: BUILD_DIR, bearer, loginEnv }));
+    stacks.push(await startLoginStack(storeUrl('b'), { users: o.users, buildDir: variantDir, loginNodeArgs: o.loginFlagsB, bearer, loginEnv }));
     for (const scheme of schemes) for (const s of stacks) await round(s, 2, scheme);
     // Rows "A" and "B" with one scheme; "A bearer", "B assertion", … with both.
     const label = (build: string, scheme: Scheme) => (schemes.length === 1 ? build : `${build} ${scheme}`);
@@ -101,6 +104,7 @@ if (isMain) {
       'login-flags-b': { type: 'string' },
       scheme: { type: 'string', default: 'assertion' },
       store: { type: 'string', default: 'sqlite' },
+      'login-workers': { type: 'string' },
     },
   });
   const replace: Record<string, string> = {};
@@ -126,7 +130,8 @@ if (isMain) {
   const name = (row: string, store: Store) => `${row.replace(/^A/, 'A (current)').replace(/^B/, 'B (replaced)')}${stores.length > 1 ? ` ${store}` : ''}`;
   const table: Record<string, ReturnType<typeof summary>> = {};
   for (const store of stores) {
-    const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes, store });
+    const loginWorkers = values['login-workers'] === undefined ? undefined : Number(values['login-workers']);
+    const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes, store, loginWorkers });
     for (const [row, rounds] of Object.entries(r)) table[name(row, store)] = summary(rounds);
   }
   console.table(table);

@@ -84,6 +84,14 @@ function signCompact(alg: UserKeyAlg, key: KeyObject, header: string, payload: u
   return `${input}.${signature.toString('base64url')}`;
 }
 
+/** signCompact through libuv's thread pool, so that large pools of RS256 tokens are signed on every core. */
+function signCompactAsync(key: KeyObject, header: string, payload: unknown): Promise<string> {
+  const input = `${header}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+  return new Promise((resolve, reject) =>
+    sign('sha256', Buffer.from(input), key, (err, signature) => (err ? reject(err) : resolve(`${input}.${signature.toString('base64url')}`))),
+  );
+}
+
 /**
  * `users` users, each with its own `alg` key (as real clients have) and one
  * certificate, so the verifier's certificate cache holds one entry per user
@@ -134,7 +142,13 @@ export async function loginFixture(dir: string, users: number, o: { alg?: UserKe
 
 const OAUTH_ISSUER = 'https://accounts.bench.example';
 const OAUTH_KID = 'bench-oauth-1';
+/**
+ * The scope of Firefox's access tokens for Sync: that one scope alone (Firefox asks for a single scope
+ * per token). Mozilla's Rust tokenserver splits the claim at commas, so it would refuse "profile <this>".
+ */
 const OLDSYNC_SCOPE = 'https://identity.mozilla.com/apps/oldsync';
+/** Tokens signed at once on the thread pool while a pool is made. */
+const SIGN_BATCH = 512;
 /** keys_changed_at and the generation of every Bearer user, ms (as FxA sends them). */
 const KEYS_CHANGED_AT = 1_700_000_000_000;
 /** Access tokens live 5 minutes here, well within MAX_ACCESS_TOKEN_LIFETIME. */
@@ -143,12 +157,14 @@ const ACCESS_TOKEN_TTL_SECONDS = 300;
 export interface BearerFixture {
   /** OAUTH_JWKS (one RSA-2048 key, RS256 as FxA signs), OAUTH_ISSUER and METRICS_HASH_SECRET. */
   env: Env;
+  /** The OAuth server's public key, as a JWK with its kid (what another token server is configured with). */
+  publicJwk: JsonWebKeyLike & { kid: string; n: string; e: string };
   /**
    * `count` Bearer token requests, users in turn, each with an access token
    * made now and never handed out before (its own jti), and the user's
-   * X-KeyID. Written as a JSON file for bench/load.ts; returns its path.
+   * X-KeyID. Written as a JSON file for bench/load.ts; resolves to its path.
    */
-  freshRequests(count: number): string;
+  freshRequests(count: number): Promise<string>;
   /** Access tokens made so far. */
   readonly made: number;
 }
@@ -160,27 +176,33 @@ export interface BearerFixture {
  */
 export async function bearerFixture(dir: string, users: number): Promise<BearerFixture> {
   const { privateKey, publicKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 });
+  const publicJwk = { ...(publicKey.export({ format: 'jwk' }) as JsonWebKeyLike & { n: string; e: string }), kid: OAUTH_KID, use: 'sig', alg: 'RS256' };
   const jwksFile = path.join(dir, 'oauth-jwks.json');
-  writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid: OAUTH_KID, use: 'sig', alg: 'RS256' }] }));
+  writeFileSync(jwksFile, JSON.stringify({ keys: [publicJwk] }));
   const accounts = Array.from({ length: users }, (_, i) => ({
     sub: `bearer${i}`,
     keyId: `${KEYS_CHANGED_AT}-${randomBytes(16).toString('base64url')}`,
   }));
-  const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'at+jwt', kid: OAUTH_KID })).toString('base64url');
+  // The header of FxA's access tokens.
+  const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'at+JWT', kid: OAUTH_KID })).toString('base64url');
   let made = 0;
   return {
     env: { OAUTH_JWKS: jwksFile, OAUTH_ISSUER, METRICS_HASH_SECRET: randomBytes(16).toString('hex') },
+    publicJwk,
     get made() {
       return made;
     },
-    freshRequests(count) {
+    async freshRequests(count) {
       const iat = Math.floor(Date.now() / 1000);
       const requests: RequestSpec[] = [];
-      for (let i = 0; i < count; i++, made++) {
-        const { sub, keyId } = accounts[made % users];
-        // The claims of an FxA access token; the jti makes every token a distinct string.
-        const claims = { aud: 'https://token.bench.example', client_id: '5882386c6d801776', exp: iat + ACCESS_TOKEN_TTL_SECONDS, iat, iss: OAUTH_ISSUER, jti: `${made}`, scope: `profile ${OLDSYNC_SCOPE}`, sub, 'fxa-generation': KEYS_CHANGED_AT };
-        requests.push({ path: TOKEN_PATH, headers: { authorization: `Bearer ${signCompact('RS256', privateKey, header, claims)}`, 'x-keyid': keyId } });
+      for (let from = 0; from < count; from += SIGN_BATCH) {
+        const batch = Array.from({ length: Math.min(SIGN_BATCH, count - from) }, () => {
+          const { sub, keyId } = accounts[made % users];
+          // The claims of an FxA access token; the jti makes every token a distinct string.
+          const claims = { aud: 'https://token.bench.example', client_id: '5882386c6d801776', exp: iat + ACCESS_TOKEN_TTL_SECONDS, iat, iss: OAUTH_ISSUER, jti: `${made++}`, scope: OLDSYNC_SCOPE, sub, 'fxa-generation': KEYS_CHANGED_AT };
+          return signCompactAsync(privateKey, header, claims).then((token) => ({ path: TOKEN_PATH, headers: { authorization: `Bearer ${token}`, 'x-keyid': keyId } }));
+        });
+        requests.push(...(await Promise.all(batch)));
       }
       const file = path.join(dir, 'bearer-requests.json');
       writeFileSync(file, JSON.stringify(requests));

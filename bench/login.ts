@@ -47,7 +47,7 @@ export interface LoginStack {
   /** A file of `count` requests with assertions never presented before (bench/fixtures.ts). */
   freshRequests(count: number): string;
   /** Likewise with Bearer access tokens (bench/fixtures.ts bearerFixture); only on a stack started with `bearer`. */
-  freshBearerRequests?(count: number): string;
+  freshBearerRequests?(count: number): Promise<string>;
   users: number;
   close(): Promise<void>;
 }
@@ -58,7 +58,7 @@ export interface LoginStack {
  */
 export async function startLoginStack(
   storeUrl: string,
-  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean; loginEnv?: Env },
+  o: { users: number; alg?: UserKeyAlg; loginNodeArgs?: string[]; emailPrefix?: string; buildDir?: string; bearer?: boolean; loginEnv?: Env; loginWrap?: string[] },
 ): Promise<LoginStack> {
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-login-'));
   const services: Service[] = [];
@@ -78,7 +78,7 @@ export async function startLoginStack(
     await addNodes(nodeAssign.port, [{ url: NODE_URL, capacity: 10_000_000 }]);
     const login = await startLoginService(
       { ...fixture.env, ...bearer?.env, DIRECTORY_ADDR: `127.0.0.1:${directory.port}`, NODEASSIGN_ADDR: `127.0.0.1:${nodeAssign.port}`, ...o.loginEnv },
-      { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir },
+      { nodeArgs: o.loginNodeArgs, buildDir: o.buildDir, ...(o.loginWrap ? { wrap: o.loginWrap, startTimeoutMs: 300_000 } : {}) },
     );
     services.push(login);
     const url = `http://127.0.0.1:${login.port}`;
@@ -86,7 +86,7 @@ export async function startLoginStack(
     const created = await runLoad({ mode: 'probe', url, requestsFile: fixture.freshRequests(o.users), count: o.users, concurrency: 8 });
     if (created.statuses['200'] !== o.users) throw new Error(`creating users: ${JSON.stringify(created.statuses)}, ${created.errors} errors`);
     if (bearer) {
-      const first = await runLoad({ mode: 'probe', url, requestsFile: bearer.freshRequests(o.users), count: o.users, concurrency: 8 });
+      const first = await runLoad({ mode: 'probe', url, requestsFile: await bearer.freshRequests(o.users), count: o.users, concurrency: 8 });
       if (first.statuses['200'] !== o.users) throw new Error(`creating Bearer users: ${JSON.stringify(first.statuses)}, ${first.errors} errors`);
     }
     return {
@@ -226,7 +226,7 @@ export async function schemeRound(stack: LoginStack & { lastRate?: Partial<Recor
   const services = [stack.login, stack.directory];
   // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
   const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * RATE_MARGIN * seconds);
-  const requestsFile = scheme === 'bearer' ? stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
+  const requestsFile = scheme === 'bearer' ? await stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
   const before = services.map((s) => s.cpuSeconds());
   for (const s of services) s.resetPeak();
   const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });

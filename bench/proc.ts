@@ -69,6 +69,17 @@ export function processTree(pid: number): number[] {
   return [pid, ...children(pid).flatMap(processTree)];
 }
 
+/** Resets the peak RSS (VmHWM) of a process and its descendants to their current RSS (Linux: 5 into clear_refs). */
+export function clearPeaks(pid: number): void {
+  for (const p of processTree(pid)) {
+    try {
+      writeFileSync(`/proc/${p}/clear_refs`, '5');
+    } catch {
+      // Without it the peak includes start-up, which only overstates it.
+    }
+  }
+}
+
 /** CPU time of a process and its descendants, the live ones and those reaped already, seconds. */
 export function treeCpuSeconds(pid: number): number {
   return processTree(pid).reduce((sum, p) => sum + cpuSeconds(p, true), 0);
@@ -102,10 +113,12 @@ export async function startService(
   entry: string,
   env: Env,
   readyMsg: RegExp,
-  opts: { nodeArgs?: string[]; startTimeoutMs?: number; fromSource?: boolean; buildDir?: string } = {},
+  opts: { nodeArgs?: string[]; startTimeoutMs?: number; fromSource?: boolean; buildDir?: string; wrap?: string[] } = {},
 ): Promise<Service> {
   const program = opts.fromSource ? ['--import', TSX, entry] : [builtEntry(entry, opts.buildDir)];
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...program], {
+  // `wrap`: a command that runs node (valgrind for bench/instructions.ts) in the same process.
+  const [command, ...args] = [...(opts.wrap ?? []), process.execPath, ...(opts.nodeArgs ?? []), ...program];
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', INTERNAL_SECRET: BENCH_AUTH.internalSecret, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -139,21 +152,17 @@ export async function startService(
       }
     });
   });
+  return serviceOf(name, child, port);
+}
+
+/** A Service for a server process already started and listening on `port` (its descendants counted with it). */
+export function serviceOf(name: string, child: ChildProcess, port: number): Service {
   return {
     name,
     child,
     port,
     peakRssMb: () => processTree(child.pid!).reduce((sum, p) => sum + vmHwm(p), 0) / (1024 * 1024),
-    resetPeak: () => {
-      for (const p of processTree(child.pid!)) {
-        // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux).
-        try {
-          writeFileSync(`/proc/${p}/clear_refs`, '5');
-        } catch {
-          // Without it the peak includes start-up, which only overstates it.
-        }
-      }
-    },
+    resetPeak: () => clearPeaks(child.pid!),
     cpuSeconds: () => treeCpuSeconds(child.pid!),
     stop: () => terminate(child),
   };
@@ -176,7 +185,7 @@ export const startNodeAssign = (storeUrl: string, extra: Env = {}, buildDir?: st
  * One process unless `env` sets LOGIN_WORKERS: the figures per process stay
  * comparable from one machine to another (bench/workers.ts compares 1 and 2).
  */
-export const startLoginService = (env: Env, opts: { nodeArgs?: string[]; buildDir?: string } = {}): Promise<Service> =>
+export const startLoginService = (env: Env, opts: { nodeArgs?: string[]; buildDir?: string; wrap?: string[]; startTimeoutMs?: number } = {}): Promise<Service> =>
   startService('login', 'services/login/index.ts', { LOGIN_PORT: '0', LOGIN_WORKERS: '1', ...env }, /login listening/, {
     ...opts,
     nodeArgs: [...PRODUCTION_NODE_ARGS.login, ...(opts.nodeArgs ?? [])],

@@ -24,6 +24,8 @@ interface CpuProfile {
   startTime: number;
   endTime: number;
   samples: number[];
+  /** µs between one sample and the one before it (the first: since startTime). */
+  timeDeltas?: number[];
 }
 
 export interface Hotspot {
@@ -41,10 +43,22 @@ export function area(url: string): string {
   return own;
 }
 
-/** Self time per function and per area, as % of samples, largest first (idle excluded). */
-export function hotspots(profile: CpuProfile, top = 15): { functions: Hotspot[]; areas: Hotspot[]; idlePercent: number } {
+/**
+ * Self time per function and per area, as % of samples, largest first (idle
+ * excluded); with `lastSeconds`, only the samples of the profile's last
+ * seconds (the measured window, not the start-up and first logins before it).
+ */
+export function hotspots(profile: CpuProfile, top = 15, lastSeconds = Infinity): { functions: Hotspot[]; areas: Hotspot[]; idlePercent: number } {
   const counts = new Map<number, number>();
-  for (const id of profile.samples) counts.set(id, (counts.get(id) ?? 0) + 1);
+  const from = profile.endTime - lastSeconds * 1e6;
+  let t = profile.startTime;
+  let total = 0;
+  profile.samples.forEach((id, i) => {
+    t += profile.timeDeltas?.[i] ?? 0;
+    if (t < from) return;
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+    total++;
+  });
   const byFunction = new Map<string, number>();
   const byArea = new Map<string, number>();
   let idle = 0;
@@ -61,7 +75,6 @@ export function hotspots(profile: CpuProfile, top = 15): { functions: Hotspot[];
     const a = functionName === '(garbage collector)' ? '(garbage collector)' : area(url);
     byArea.set(a, (byArea.get(a) ?? 0) + n);
   }
-  const total = profile.samples.length;
   const busy = total - idle;
   const ranked = (m: Map<string, number>) =>
     [...m.entries()]
@@ -82,9 +95,10 @@ export async function profileLogin(o: {
   const before = new Set(readdirSync(o.outDir));
   const stack = await startLoginStack(o.storeUrl, { users: o.users, loginNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`], bearer: o.bearer });
   let load;
+  const started = performance.now();
   try {
     // Fresh credentials for up to ~6000 logins/s over the window (Bearer's cost ~1 ms each to sign: 3000/s).
-    const requestsFile = o.bearer ? stack.freshBearerRequests!(3000 * o.seconds) : stack.freshRequests(6000 * o.seconds);
+    const requestsFile = o.bearer ? await stack.freshBearerRequests!(3000 * o.seconds) : stack.freshRequests(6000 * o.seconds);
     load = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: o.seconds });
   } finally {
     // The profile is written when the login process exits cleanly (SIGTERM → close → exit).
@@ -93,7 +107,9 @@ export async function profileLogin(o: {
   // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: thread 0 is the main thread (1 is tsx's loader).
   const file = readdirSync(o.outDir).find((f) => /\.0\.\d+\.cpuprofile$/.test(f) && !before.has(f));
   if (!file) throw new Error(`no .cpuprofile appeared in ${o.outDir}`);
-  const { functions, areas, idlePercent } = hotspots(JSON.parse(readFileSync(path.join(o.outDir, file), 'utf8')) as CpuProfile);
+  // The samples from the load's start to login's exit: not its start-up nor the users' first logins.
+  const window = (performance.now() - started) / 1000;
+  const { functions, areas, idlePercent } = hotspots(JSON.parse(readFileSync(path.join(o.outDir, file), 'utf8')) as CpuProfile, 15, window);
   return {
     name: 'profile',
     rows: [

@@ -4,7 +4,8 @@
 //   npm run bench                        full run (~8 min on 2 cores) → bench/results/latest.json
 //   npm run bench -- --quick             shorter windows, 100k instead of 1M users (~4.5 min)
 //   npm run bench -- --only login,gateway
-//                                        sections: login, login-workers, login-mongo, start, gateway, growth, parse, profile, long
+//                                        sections: login, login-workers, login-mongo, start, gateway, growth, parse, vs-rust, profile, long
+//   npm run bench -- --only vs-rust      ours beside Mozilla's Rust tokenserver (SYNCSERVER_BIN, PostgreSQL; ~4 min, --quick ~1.5)
 //   npm run bench -- --long              adds the long reliability runs: fuzzing with
 //                                        FUZZ_RUNS=100000, mutation testing (bench/mutation.ts)
 //                                        and 60 s of mixed load at ~80 % of max
@@ -22,10 +23,11 @@ import { benchParse } from './parse.js';
 import { profileLogin } from './profile.js';
 import { benchStart, CACHE_FILL_USERS } from './start.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
+import { benchVsRust } from './vs-rust.js';
 
-const SECTIONS = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'profile', 'long'] as const;
+const SECTIONS = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'vs-rust', 'profile', 'long'] as const;
 type Section = (typeof SECTIONS)[number];
-const DEFAULT_SECTIONS: Section[] = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse'];
+const DEFAULT_SECTIONS: Section[] = ['login', 'login-workers', 'login-mongo', 'start', 'gateway', 'growth', 'parse', 'vs-rust'];
 const USERS = 1000;
 /** Where partial results and profiles go: under dist/, which git ignores. */
 const RESULTS_SCRATCH = path.join(ROOT, 'dist', 'bench-results');
@@ -105,6 +107,10 @@ async function runSection(section: Section, o: Options, state: { koa?: BareKoa; 
       return [await benchGrowth({ quick: o.quick })];
     case 'parse':
       return [benchParse({ quick: o.quick })];
+    case 'vs-rust': {
+      const r = await benchVsRust({ seconds: o.quick ? 3 : 10, rounds: o.quick ? 2 : 3, users: USERS });
+      return ['skip' in r ? skipped('vs-rust', r.skip) : r];
+    }
     case 'profile': {
       const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-profile-'));
       try {

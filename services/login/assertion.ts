@@ -5,6 +5,7 @@
 // No network call is ever made. The checks are pure functions below; the
 // verifier at the end only adds the signature checks (node:crypto's one-shot
 // verify on KeyObjects imported once) and a cache.
+import cluster from 'node:cluster';
 import { createHash, createPublicKey, verify as verifySignature, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers, type TrustedKeyLike } from '../../lib/config.js';
@@ -307,6 +308,8 @@ interface Issuer {
 
 export interface AssertionVerifier {
   verify(authorization: string | undefined, nowMs?: number): Promise<VerifiedAssertion>;
+  /** The same for the credentials of a header already split (splitAuthorization) and found to name an assertion scheme. */
+  verifyCredentials(credentials: string, nowMs?: number): Promise<VerifiedAssertion>;
   /** Certificates currently cached (for tests and metrics). */
   readonly cachedCertificates: number;
   /** Their memory by cachedCertificateBytes, bytes. */
@@ -377,8 +380,18 @@ export function cheapRsaKey(key: KeyObject): boolean {
   return (details?.modulusLength ?? Infinity) <= 2048 && (details?.publicExponent ?? Infinity) <= 65537n;
 }
 
-/** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never rejects. */
-export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
+/**
+ * Whether every signature is checked at once on the event loop. In a cluster
+ * worker (LOGIN_WORKERS > 1) the other workers keep the other cores busy, so the
+ * thread pool's parallelism buys nothing and its hand-off only costs CPU.
+ */
+const CHECK_INLINE = cluster.isWorker;
+
+/**
+ * True when `jws` is signed by `key` with `jws.alg` (the caller checked the key
+ * suits it); never rejects. `inline`: check at once rather than in the thread pool.
+ */
+export function signedBy(jws: DecodedJws, key: KeyObject, inline = CHECK_INLINE): Promise<boolean> {
   const { digest, dsaEncoding } = VERIFY_OPTIONS[jws.alg];
   const signature =
     jws.alg === 'RS256'
@@ -387,11 +400,11 @@ export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
         ? dsaSignature(jws.signature, jws.alg)
         : jws.signature;
   if (!signature) return Promise.resolve(false);
-  if (jws.alg === 'RS256' && cheapRsaKey(key)) {
+  if (inline || (jws.alg === 'RS256' && cheapRsaKey(key))) {
     // An RSA-2048 check with a small exponent costs ~24 µs: handing it to the thread pool costs
     // the event loop about as much and the thread pool the check again.
     try {
-      return Promise.resolve(verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), key, signature));
+      return Promise.resolve(verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, signature));
     } catch {
       return Promise.resolve(false);
     }
@@ -515,29 +528,38 @@ export async function createAssertionVerifier(opts: VerifierOptions): Promise<As
     },
     async verify(authorization, nowMs = Date.now()) {
       const { certificate, assertion } = parseAuthorization(authorization);
-      const cacheKey = createHash('sha256').update(certificate).digest('base64url');
-      const expired = (c: VerifiedCertificate) => c.claims.expMs + skewMs < nowMs;
-      let cert = cache.get(cacheKey);
-      if (!cert) {
-        cert = await verifyCertificate(certificate);
-        // Not an expired one: it would only push out a certificate still in use.
-        if (!expired(cert)) cache.set(cacheKey, cert);
-      }
-      // Times are checked on every use, cached or not.
-      try {
-        checkTimes(cert.claims, nowMs, skewMs, maxCertificateMs, 'certificate');
-      } catch (e) {
-        if (expired(cert)) cache.delete(cacheKey);
-        throw e;
-      }
-      const decoded = decodeJws(assertion, 'assertion');
-      if (!cert.userAlgorithms.includes(decoded.alg) || !(await signedBy(decoded, cert.userKey))) {
-        throw new InvalidCredentials('assertion is not signed by the certified key');
-      }
-      const { expMs } = assertionClaims(decoded.payload, opts.audiences);
-      checkTimes({ expMs }, nowMs, skewMs, maxAssertionMs, 'assertion');
-      const generation = parseGeneration(cert.claims.generation);
-      return { email: cert.claims.email, issuer: cert.claims.issuer, ...(generation !== undefined ? { generation } : {}) };
+      return verifyBundle(certificate, assertion, nowMs);
+    },
+    async verifyCredentials(credentials, nowMs = Date.now()) {
+      const { certificate, assertion } = splitBundle(credentials);
+      return verifyBundle(certificate, assertion, nowMs);
     },
   };
+
+  /** Both halves of a bundle (a cache hit skips the certificate's own checks but never its times). */
+  async function verifyBundle(certificate: string, assertion: string, nowMs: number): Promise<VerifiedAssertion> {
+    const cacheKey = createHash('sha256').update(certificate).digest('base64url');
+    const expired = (c: VerifiedCertificate) => c.claims.expMs + skewMs < nowMs;
+    let cert = cache.get(cacheKey);
+    if (!cert) {
+      cert = await verifyCertificate(certificate);
+      // Not an expired one: it would only push out a certificate still in use.
+      if (!expired(cert)) cache.set(cacheKey, cert);
+    }
+    // Times are checked on every use, cached or not.
+    try {
+      checkTimes(cert.claims, nowMs, skewMs, maxCertificateMs, 'certificate');
+    } catch (e) {
+      if (expired(cert)) cache.delete(cacheKey);
+      throw e;
+    }
+    const decoded = decodeJws(assertion, 'assertion');
+    if (!cert.userAlgorithms.includes(decoded.alg) || !(await signedBy(decoded, cert.userKey))) {
+      throw new InvalidCredentials('assertion is not signed by the certified key');
+    }
+    const { expMs } = assertionClaims(decoded.payload, opts.audiences);
+    checkTimes({ expMs }, nowMs, skewMs, maxAssertionMs, 'assertion');
+    const generation = parseGeneration(cert.claims.generation);
+    return { email: cert.claims.email, issuer: cert.claims.issuer, ...(generation !== undefined ? { generation } : {}) };
+  }
 }

@@ -16,9 +16,10 @@ export const assertionScheme: SchemeFactory = async (config) => {
   });
   return {
     names: SCHEMES,
-    async verify(_credentials, request) {
+    async verify(credentials, request) {
       // BrowserID never supplies keys_changed_at (DESIGN §9.2), and keeps #13's missing-generation rule.
-      const { email, generation } = await verifier.verify(request.authorization, request.nowMs);
+      // The header is split already (schemes.ts): not a second pass over its ~1.5 KB.
+      const { email, generation } = await verifier.verifyCredentials(credentials, request.nowMs);
       return generation === undefined ? { email } : { email, generation };
     },
   };

@@ -14,10 +14,12 @@ export interface SqlServer {
   name: string;
   /** A database for the test, reachable over TCP on loopback, with a password where the server checks one. */
   url: string;
+  /** The process started for the server (as root, `runuser` around PostgreSQL): its descendants are the server's processes (benchmarks count their CPU). */
+  pid: number;
   /** Runs SQL as the database's owner; `?` placeholders on MariaDB, `$1` on PostgreSQL. */
   query(sql: string, params?: unknown[]): Promise<Array<Record<string, unknown>>>;
   /** Another, empty database on the same server (`name`: letters, digits, `_`), with the same owner; closed at stop. */
-  database(name: string): Promise<Omit<SqlServer, 'database' | 'stop'>>;
+  database(name: string): Promise<Omit<SqlServer, 'database' | 'stop' | 'pid'>>;
   stop(): Promise<void>;
 }
 
@@ -135,6 +137,7 @@ export async function startPostgres(): Promise<Started> {
       server: {
         name: 'PostgreSQL',
         url,
+        pid: started.pid!,
         query: async (sql, params) => (await owner.query(sql, params)).rows,
         async database(name) {
           await owner.query(`CREATE DATABASE ${databaseName(name)}`);
@@ -219,6 +222,7 @@ export async function startMariadb(): Promise<Started> {
       server: {
         name: 'MariaDB',
         url,
+        pid: started.pid!,
         query: querier(owner),
         async database(name) {
           // utf8mb4: a test's rows may carry any Unicode (the server's default is latin1).

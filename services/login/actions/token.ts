@@ -38,31 +38,33 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   const accountKey = accountIdKey(config.masterSecrets[0]);
   const metricsKey = config.metricsHashSecret ?? metricsHashKey(config.masterSecrets[0]);
 
-  const knownApplication: TokenMiddleware = async function knownApplication(ctx, next) {
+  // The checks that need no I/O are plain functions returning next(): no async frame and promise of
+  // their own per request (koa-compose turns a throw into a rejection all the same).
+  const knownApplication: TokenMiddleware = function knownApplication(ctx, next) {
     const { app, version } = ctx.params;
     if (!isKnownApplication(config.applications, app, version)) throw unsupportedApplication(config.applications, app, version);
     ctx.state.app = app;
     ctx.state.version = version;
-    await next();
+    return next();
   };
 
-  const notInMaintenance: TokenMiddleware = async function notInMaintenance(ctx, next) {
+  const notInMaintenance: TokenMiddleware = function notInMaintenance(ctx, next) {
     if (config.maintenanceMode) throw new ServiceUnavailable('the service is in maintenance', config.retryAfter);
-    await next();
+    return next();
   };
 
-  const acceptJson: TokenMiddleware = async function acceptJson(ctx, next) {
+  const acceptJson: TokenMiddleware = function acceptJson(ctx, next) {
     if (!acceptsJson(ctx.get('Accept') || undefined)) throw new NotAcceptable('this endpoint answers application/json only');
-    await next();
+    return next();
   };
 
-  const checkClientState: TokenMiddleware = async function checkClientState(ctx, next) {
+  const checkClientState: TokenMiddleware = function checkClientState(ctx, next) {
     const value = ctx.get('X-Client-State');
     if (!isValidClientState(value)) {
       throw new BadRequest('X-Client-State must match ^[a-zA-Z0-9._-]{1,32}$', { location: 'header', field: 'X-Client-State', answer: MOZILLA_ERRORS.invalidClientStateHeader.entry });
     }
     ctx.state.clientState = value;
-    await next();
+    return next();
   };
 
   /** The scheme named in Authorization verifies the credentials (schemes.ts). */
@@ -75,10 +77,10 @@ export function tokenEndpoint(deps: LoginDeps): TokenMiddleware[] {
   };
 
   // After the credentials are verified (the e-mail is known and certified), before any record is made.
-  const allowedUser: TokenMiddleware = async function allowedUser(ctx, next) {
+  const allowedUser: TokenMiddleware = function allowedUser(ctx, next) {
     const allowed = config.allowedUsers;
     if (allowed && !isAllowedUser(allowed.list, ctx.state.identity.email)) throw new UserNotAllowed('this user may not use this service');
-    await next();
+    return next();
   };
 
   const loginUser: TokenMiddleware = async function loginUser(ctx, next) {
