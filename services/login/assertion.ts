@@ -5,7 +5,6 @@
 // No network call is ever made. The checks are pure functions below; the
 // verifier at the end only adds the signature checks (node:crypto's one-shot
 // verify on KeyObjects imported once) and a cache.
-import cluster from 'node:cluster';
 import { createHash, createPublicKey, verify as verifySignature, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers, type TrustedKeyLike } from '../../lib/config.js';
@@ -380,18 +379,8 @@ export function cheapRsaKey(key: KeyObject): boolean {
   return (details?.modulusLength ?? Infinity) <= 2048 && (details?.publicExponent ?? Infinity) <= 65537n;
 }
 
-/**
- * Whether every signature is checked at once on the event loop. In a cluster
- * worker (LOGIN_WORKERS > 1) the other workers keep the other cores busy, so the
- * thread pool's parallelism buys nothing and its hand-off only costs CPU.
- */
-const CHECK_INLINE = cluster.isWorker;
-
-/**
- * True when `jws` is signed by `key` with `jws.alg` (the caller checked the key
- * suits it); never rejects. `inline`: check at once rather than in the thread pool.
- */
-export function signedBy(jws: DecodedJws, key: KeyObject, inline = CHECK_INLINE): Promise<boolean> {
+/** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never rejects. */
+export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
   const { digest, dsaEncoding } = VERIFY_OPTIONS[jws.alg];
   const signature =
     jws.alg === 'RS256'
@@ -400,11 +389,11 @@ export function signedBy(jws: DecodedJws, key: KeyObject, inline = CHECK_INLINE)
         ? dsaSignature(jws.signature, jws.alg)
         : jws.signature;
   if (!signature) return Promise.resolve(false);
-  if (inline || (jws.alg === 'RS256' && cheapRsaKey(key))) {
+  if (jws.alg === 'RS256' && cheapRsaKey(key)) {
     // An RSA-2048 check with a small exponent costs ~24 µs: handing it to the thread pool costs
     // the event loop about as much and the thread pool the check again.
     try {
-      return Promise.resolve(verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, signature));
+      return Promise.resolve(verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), key, signature));
     } catch {
       return Promise.resolve(false);
     }
