@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { deriveNodeSecret, derivedSecret, encodeToken, makeToken, newSalt, nodeSecrets, parseToken, signingKey } from './token.js';
+import { hkdfSync, randomBytes } from 'node:crypto';
+import { deriveNodeSecret, derivedSecret, encodeToken, hkdf, makeToken, newSalt, nodeSecrets, parseToken, signingKey } from './token.js';
 import { InvalidCredentials, InvalidTimestamp } from './errors.js';
 import { readVectors } from '../tests/support/vectors.js';
 
@@ -148,4 +149,27 @@ test('token encoding: padding at most to the 4-character boundary, canonical tra
   const respelled = bare.slice(0, -1) + alphabet[last ^ 1];
   assert.deepEqual(Buffer.from(respelled, 'base64url'), Buffer.from(bare, 'base64url'), 'same bytes');
   assert.throws(() => parseToken(respelled, [secret], 0), InvalidCredentials);
+});
+
+test('hkdf: RFC 5869 test case 3 (SHA-256, no salt, no info), and cases 1 and 2 as node computes them', () => {
+  // Case 3 of RFC 5869 appendix A: salt and info empty, L = 42.
+  const ikm = Buffer.alloc(22, 0x0b);
+  assert.equal(
+    hkdf(ikm, '', '', 42).toString('hex'),
+    '8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8',
+  );
+  // Cases 1 and 2 take binary salt and info; ours takes them as strings (UTF-8), as every caller has them.
+  for (const length of [0, 1, 31, 32, 33, 42, 64, 65, 82, 255 * 32]) {
+    for (const salt of ['', 'abcdef', 'x'.repeat(100)]) {
+      const secret = randomBytes(40).toString('hex');
+      const info = `services.mozilla.com/tokenlib/v1/derive/${randomBytes(60).toString('base64url')}`;
+      const expected = Buffer.from(hkdfSync('sha256', secret, salt, info, length));
+      assert.deepEqual(hkdf(secret, salt, info, length), expected, `length ${length}, salt of ${salt.length}`);
+      assert.deepEqual(hkdf(Buffer.from(secret), salt, info, length), expected);
+    }
+  }
+});
+
+test('hkdf refuses a length RFC 5869 does not allow', () => {
+  for (const length of [-1, 1.5, 255 * 32 + 1, Number.NaN]) assert.throws(() => hkdf('k', '', '', length), RangeError, String(length));
 });
