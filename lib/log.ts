@@ -60,12 +60,64 @@ export function logger(service: string): Logger {
   return root.child({ service });
 }
 
+/** A line of the access log: flat, every value a string or a number; undefined ones are left out, as pino does. */
+export type AccessFields = Record<string, string | number | undefined>;
+
+export interface AccessLog {
+  /** Writes one line at info with `msg: "request"`, unless the logger's level is above info. */
+  write(fields: AccessFields): void;
+}
+
+const INFO = 30;
+
+/** pino's destination (sonic-boom): asynchronous, so flushed by hand at exit. */
+interface LogStream {
+  write(s: string): unknown;
+  flushSync?(): void;
+}
+
+const atExit: Array<() => void> = [];
+/** Lines of the last turn are written when the process ends before the turn does (after pino's own flush, which leaves the stream open). */
+function flushAtExit(flush: () => void): void {
+  if (atExit.length === 0) process.once('exit', () => atExit.forEach((f) => f()));
+  atExit.push(flush);
+}
+const TOP_LEVEL_REDACTED = new Set(TOP_LEVEL_REDACT);
+
 /**
- * `log` for lines whose every value is a string or a number (an access line
- * per request): the same output, but only the top-level names are redacted,
- * since a path into a nested object cannot match such a line. With the
- * wildcard paths pino runs every value through the redactor (~8 µs a line).
+ * The access line of every request, as `log.info(fields, 'request')` would
+ * write it (the same bindings, time and redacted names), but built directly
+ * and written once per event-loop turn for all the lines of that turn, to
+ * the logger's own stream. Through pino a line cost ~6 µs more: its
+ * serializer, a redaction pass and a write to the stream per line. At low
+ * traffic a line is written at the end of its turn, as soon as through pino.
  */
-export function flatLogger(log: Logger): Logger {
-  return log.child({}, { redact: { paths: TOP_LEVEL_REDACT, censor: CENSOR } });
+export function accessLog(log: Logger): AccessLog {
+  const bindings = (log as unknown as Record<symbol, string>)[pino.symbols.chindingsSym];
+  const stream = (log as unknown as Record<symbol, LogStream>)[pino.symbols.streamSym];
+  let pending = '';
+  const flush = () => {
+    const lines = pending;
+    pending = '';
+    stream.write(lines);
+  };
+  flushAtExit(() => {
+    if (pending === '') return;
+    flush();
+    stream.flushSync?.();
+  });
+  return {
+    write(fields) {
+      if (log.levelVal > INFO) return;
+      let line = `{"level":30${isoTime()}${bindings}`;
+      for (const name in fields) {
+        const value = fields[name];
+        if (value === undefined) continue;
+        line += `,${JSON.stringify(name)}:${TOP_LEVEL_REDACTED.has(name) ? `"${CENSOR}"` : JSON.stringify(value)}`;
+      }
+      line += ',"msg":"request"}\n';
+      if (pending === '') setImmediate(flush);
+      pending += line;
+    },
+  };
 }

@@ -3,7 +3,7 @@ import type { Middleware } from 'koa';
 import type { LoginConfig } from '../../lib/config.js';
 import { MethodNotAllowed, ServiceUnavailable, type ProtocolError } from '../../lib/errors.js';
 import { decideLoad, type LoopDelay } from '../../lib/load.js';
-import { flatLogger, type Logger } from '../../lib/log.js';
+import { accessLog, type Logger } from '../../lib/log.js';
 import { statusStringOf, type LoginMetrics } from '../../lib/metrics.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
 import type { Backends } from './backends.js';
@@ -59,8 +59,7 @@ export function requestLog(ctx: { state: { requestId?: string } }, log: Logger):
  * reason, which the body (Mozilla's wording, DESIGN §11.2) often leaves out.
  */
 export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
-  /** The access line: flat, every value a string or a number. */
-  const access = flatLogger(log);
+  const access = accessLog(log);
   return async function trackRequest(ctx, next) {
     const requestId = requestIdFrom(ctx.get(REQUEST_ID_HEADER));
     ctx.state.requestId = requestId;
@@ -82,11 +81,8 @@ export function requestContext(log: Logger, metrics: LoginMetrics): Middleware {
       // 5xx messages may hold internals; errorHandler logs those on their own line.
       const reason = error?.expose ? error.message.slice(0, MAX_LOGGED_REASON) : undefined;
       // The request id as a field rather than through a child logger made per request;
-      // pino leaves out the fields that are undefined.
-      access.info(
-        { requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, reason, ms: Math.round(seconds * 1000), uid: uid || undefined },
-        'request',
-      );
+      // the fields that are undefined are left out.
+      access.write({ requestId, method: ctx.method, path: ctx.path.slice(0, MAX_LOGGED_PATH), status: ctx.status, statusString, reason, ms: Math.round(seconds * 1000), uid: uid || undefined });
     }
   };
 }

@@ -8,7 +8,7 @@ import { answerClientErrors } from '../../lib/client-error.js';
 import type { GatewayConfig } from '../../lib/config.js';
 import { BadGateway, ConfigError, GatewayTimeout, PayloadTooLarge, ProtocolError } from '../../lib/errors.js';
 import { listen, localUrl } from '../../lib/listen.js';
-import { flatLogger, logger } from '../../lib/log.js';
+import { accessLog, logger } from '../../lib/log.js';
 import { GatewayMetrics, statusClass, statusStringOf } from '../../lib/metrics.js';
 import { serveMetrics, type RunningMetrics } from '../../lib/metrics-server.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../../lib/request-id.js';
@@ -83,8 +83,7 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
   // NODE_SECRETS were derived for one exact URL: one made from the port later would match none of them.
   if (nodeUrlFor && config.nodeSecrets) throw new ConfigError('NODE_URL', "is required with NODE_SECRETS: the node's secrets are derived from its exact URL");
   const log = logger('node-gateway');
-  /** The access line: flat, every value a string or a number. */
-  const access = flatLogger(log);
+  const access = accessLog(log);
   // Set once listening, before the first request can arrive.
   let node = guardedNode(config.nodeUrl, config, config.tokenSecrets);
   let publicUrl = new URL(config.nodeUrl);
@@ -192,21 +191,18 @@ export async function startGateway(config: GatewayConfig, nodeUrlFor?: (port: nu
     } else if (x.route === 'proxy' && x.error instanceof ProtocolError && x.error.expose) {
       metrics.rejections.inc({ reason: x.error.name });
     }
-    // pino leaves out the fields that are undefined.
-    access.info(
-      {
-        requestId: x.requestId,
-        method,
-        // Never the query: it is the application's, and may carry anything.
-        path: path.slice(0, MAX_LOGGED_PATH),
-        status,
-        statusString,
-        ms: Math.round(now - x.started),
-        upstreamMs,
-        uid: x.uid,
-      },
-      'request',
-    );
+    // The fields that are undefined are left out.
+    access.write({
+      requestId: x.requestId,
+      method,
+      // Never the query: it is the application's, and may carry anything.
+      path: path.slice(0, MAX_LOGGED_PATH),
+      status,
+      statusString,
+      ms: Math.round(now - x.started),
+      upstreamMs,
+      uid: x.uid,
+    });
   }
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse, expectsContinue = false): void {
