@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { BenchResult } from './gateway.js';
 import { CONNECTIONS, startLoginStack } from './login.js';
-import { ROOT } from './build.js';
+import { buildServices, ROOT } from './build.js';
 import { runLoad } from './proc.js';
 
 interface ProfileNode {
@@ -129,6 +129,8 @@ if (isMain) {
   try {
     const scheme = process.argv[3] ?? 'assertion';
     if (scheme !== 'assertion' && scheme !== 'bearer') throw new Error(`the scheme must be assertion or bearer, got ${scheme}`);
+    // Run by itself, it profiles the code as it is, not the last build another benchmark left.
+    buildServices();
     const r = await profileLogin({
       storeUrl: `sqlite:${dir}/store.db`,
       seconds: Number(process.argv[2] ?? 8),
