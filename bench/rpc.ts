@@ -1,7 +1,8 @@
-// The login → directory hop alone, three ways, to pick by measurement
-// (issue #11 item 2): the plain unary Login call, LoginBatch with login's
-// coalescing client (services/login/backends.ts), and one long-lived
-// bidirectional stream multiplexing the logins. The directory here answers
+// The login → directory hop alone, four ways, to pick by measurement
+// (issue #11 item 2, issue #27): the plain unary Login call, the logins of an
+// event-loop turn coalesced into one unary LoginBatch call, the same batches as
+// messages on one LoginStream (login's client, services/login/backends.ts), and
+// one long-lived bidirectional stream with a message per login. The directory here answers
 // at once with a fixed record (no store), in its own process, so the figures
 // are the gRPC cost: logins/s and CPU µs per login of client and server,
 // with `concurrency` logins in flight (32, as the login benchmark's
@@ -12,8 +13,8 @@ import * as grpc from '@grpc/grpc-js';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DirectoryClient, DirectoryService, LoginBatchItem, LoginBatchReply, type LoginRequest, type User } from '../lib/gen/directory.js';
-import { call, grpcClient, startServer } from '../lib/grpc.js';
+import { DirectoryClient, DirectoryService, LoginBatchItem, LoginBatchReply, type LoginRequest, type LoginStreamReply, type LoginStreamRequest, type User } from '../lib/gen/directory.js';
+import { answeringStream, call, grpcClient, OpenStreams, startServer } from '../lib/grpc.js';
 import { LoginMetrics } from '../lib/metrics.js';
 import { connectBackends } from '../services/login/backends.js';
 import { BENCH_AUTH, cpuSeconds, median } from './proc.js';
@@ -55,6 +56,10 @@ async function serve(): Promise<void> {
           login: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, one),
           loginBatch: (c: grpc.ServerUnaryCall<{ items: unknown[] }, unknown>, cb: grpc.sendUnaryData<unknown>) =>
             cb(null, { results: c.request.items.map(() => one) }),
+          loginStream: answeringStream<LoginStreamRequest, LoginStreamReply>(new OpenStreams(), async (req) => ({
+            id: req.id,
+            batch: { results: req.batch!.items.map(() => one) },
+          })),
         },
       },
       {
@@ -90,9 +95,28 @@ function options(port: number): Record<string, { login: Login; close(): void }> 
   const waiting: Array<(r: LoginBatchReply) => void> = [];
   stream.on('data', (r: LoginBatchReply) => waiting.shift()!(r));
   let id = 0;
+  // A turn's logins in one unary LoginBatch call, as login sent them before LoginStream.
+  let turn: Array<{ item: LoginBatchItem; resolve: (u: unknown) => void }> = [];
+  const batchTurn = (): void => {
+    const batch = turn;
+    turn = [];
+    void call(unaryClient, unaryClient.loginBatch, { items: batch.map((w) => w.item) }, deadline).then(({ results }) => batch.forEach((w, k) => w.resolve(results[k])));
+  };
   return {
     'unary Login': { login: () => metrics.timeCall('unary', () => call(unaryClient, unaryClient.login, REQUEST, deadline)), close: () => unaryClient.close() },
-    'LoginBatch, coalesced per event-loop turn': { login: () => backends.login(REQUEST, `rid-${id++}`), close: () => backends.close() },
+    'LoginBatch, coalesced per event-loop turn, a unary call each': {
+      login: () =>
+        metrics.timeCall(
+          'batch',
+          () =>
+            new Promise((resolve) => {
+              if (turn.length === 0) setImmediate(batchTurn);
+              turn.push({ item: { requestId: `rid-${id++}`, login: REQUEST }, resolve });
+            }),
+        ),
+      close: () => undefined,
+    },
+    'the same batches as messages on one LoginStream (login)': { login: () => backends.login(REQUEST, `rid-${id++}`), close: () => backends.close() },
     'bidirectional stream, one message per login': {
       login: () =>
         metrics.timeCall(

@@ -133,6 +133,72 @@ export function unary<Req, Res>(
   };
 }
 
+/**
+ * The long-lived streams a server has open (LoginStream), so that its close
+ * ends each one cleanly rather than cutting it: see answeringStream.
+ */
+export class OpenStreams {
+  private readonly drains = new Set<() => void>();
+
+  /** Registers a stream's drain; returns what forgets it. */
+  add(drain: () => void): () => void {
+    this.drains.add(drain);
+    return () => this.drains.delete(drain);
+  }
+
+  /** Every open stream answers what it has read, reads no more and ends with OK. */
+  drain(): void {
+    for (const drain of [...this.drains]) drain();
+  }
+
+  get size(): number {
+    return this.drains.size;
+  }
+}
+
+/**
+ * A bidirectional stream whose every message is answered by one message,
+ * each as soon as it is ready (`answer` never rejects: a failure is part of its
+ * reply). When the caller half-closes, or the server drains it, it answers what
+ * it has read and ends with OK; what arrives after a drain is never read, so
+ * the caller may send it again elsewhere.
+ */
+export function answeringStream<Req, Res>(open: OpenStreams, answer: (req: Req) => Promise<Res>): grpc.handleBidiStreamingCall<Req, Res> {
+  return (call) => {
+    let pending = 0;
+    let draining = false;
+    let ended = false;
+    const finish = (): void => {
+      if (ended) return;
+      ended = true;
+      forget();
+      call.end();
+    };
+    const drain = (): void => {
+      draining = true;
+      if (pending === 0) finish();
+    };
+    const forget = open.add(drain);
+    const gone = (): void => {
+      ended = true;
+      forget();
+    };
+    call.on('data', (req: Req) => {
+      if (draining) return;
+      pending++;
+      void answer(req).then((res) => {
+        pending--;
+        if (!ended) call.write(res);
+        if (draining && pending === 0) finish();
+      });
+    });
+    call.on('end', drain);
+    call.on('cancelled', gone);
+    // A write after the caller went away; without a listener it would be thrown.
+    call.on('error', gone);
+  };
+}
+
 /** The ProtocolError a server threw, from what travelled; an unknown class becomes InternalError. */
 export function rebuiltError(carried: CarriedError, retryAfter: number): ProtocolError {
   const { errorClass, message } = carried;
@@ -373,6 +439,8 @@ export interface ServiceSpec {
   name: string;
   /** Its file in proto/: server reflection describes it from there. */
   proto?: string;
+  /** Its long-lived streams, drained when the server closes. */
+  streams?: OpenStreams;
 }
 
 /** Starts a gRPC server with the given services, grpc.health.v1 (overall and per service) and reflection for those with a proto. */
@@ -404,6 +472,8 @@ export async function startServer(
     close: () =>
       new Promise<void>((resolve) => {
         for (const name of Object.keys(statuses)) health.setStatus(name, 'NOT_SERVING');
+        // tryShutdown waits for open calls: a stream ends only when drained.
+        for (const s of services) s.streams?.drain();
         const timer = setTimeout(() => server.forceShutdown(), 2000);
         server.tryShutdown(() => {
           clearTimeout(timer);

@@ -10,8 +10,10 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -72,6 +74,21 @@ export interface LoginResult {
 export interface LoginBatchReply {
   /** One per item, in the order of the items. */
   results: LoginResult[];
+}
+
+export interface LoginStreamRequest {
+  id: number;
+  batch: LoginBatchRequest | undefined;
+}
+
+export interface LoginStreamReply {
+  /** The id of the batch this answers. */
+  id: number;
+  batch?:
+    | LoginBatchReply
+    | undefined;
+  /** The batch failed as a whole (e.g. more than MAX_BATCH_ITEMS items): every item fails alike. */
+  error?: LoginError | undefined;
 }
 
 export interface ReplacedUser {
@@ -917,6 +934,198 @@ export const LoginBatchReply: MessageFns<LoginBatchReply> = {
   fromPartial<I extends Exact<DeepPartial<LoginBatchReply>, I>>(object: I): LoginBatchReply {
     const message = createBaseLoginBatchReply();
     message.results = object.results?.map((e) => LoginResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLoginStreamRequest(): LoginStreamRequest {
+  return { id: 0, batch: undefined };
+}
+
+export const LoginStreamRequest: MessageFns<LoginStreamRequest> = {
+  encode(message: LoginStreamRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint64(message.id);
+    }
+    if (message.batch !== undefined) {
+      LoginBatchRequest.encode(message.batch, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginStreamRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginStreamRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.batch = LoginBatchRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginStreamRequest {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      batch: isSet(object.batch) ? LoginBatchRequest.fromJSON(object.batch) : undefined,
+    };
+  },
+
+  toJSON(message: LoginStreamRequest): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.batch !== undefined) {
+      obj.batch = LoginBatchRequest.toJSON(message.batch);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginStreamRequest>, I>>(base?: I): LoginStreamRequest {
+    return LoginStreamRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginStreamRequest>, I>>(object: I): LoginStreamRequest {
+    const message = createBaseLoginStreamRequest();
+    message.id = object.id ?? 0;
+    message.batch = (object.batch !== undefined && object.batch !== null)
+      ? LoginBatchRequest.fromPartial(object.batch)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLoginStreamReply(): LoginStreamReply {
+  return { id: 0, batch: undefined, error: undefined };
+}
+
+export const LoginStreamReply: MessageFns<LoginStreamReply> = {
+  encode(message: LoginStreamReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint64(message.id);
+    }
+    if (message.batch !== undefined) {
+      LoginBatchReply.encode(message.batch, writer.uint32(18).fork()).join();
+    }
+    if (message.error !== undefined) {
+      LoginError.encode(message.error, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoginStreamReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoginStreamReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.batch = LoginBatchReply.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.error = LoginError.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoginStreamReply {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      batch: isSet(object.batch) ? LoginBatchReply.fromJSON(object.batch) : undefined,
+      error: isSet(object.error) ? LoginError.fromJSON(object.error) : undefined,
+    };
+  },
+
+  toJSON(message: LoginStreamReply): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.batch !== undefined) {
+      obj.batch = LoginBatchReply.toJSON(message.batch);
+    }
+    if (message.error !== undefined) {
+      obj.error = LoginError.toJSON(message.error);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoginStreamReply>, I>>(base?: I): LoginStreamReply {
+    return LoginStreamReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoginStreamReply>, I>>(object: I): LoginStreamReply {
+    const message = createBaseLoginStreamReply();
+    message.id = object.id ?? 0;
+    message.batch = (object.batch !== undefined && object.batch !== null)
+      ? LoginBatchReply.fromPartial(object.batch)
+      : undefined;
+    message.error = (object.error !== undefined && object.error !== null)
+      ? LoginError.fromPartial(object.error)
+      : undefined;
     return message;
   },
 };
@@ -4094,6 +4303,26 @@ export const DirectoryService = {
     responseDeserialize: (value: Buffer): LoginBatchReply => LoginBatchReply.decode(value),
   },
   /**
+   * LoginBatch over one long-lived stream, as the login service sends it: a
+   * unary call costs client and server several times what a message on an
+   * open stream costs (bench/rpc.ts), and a turn's batch is often a login or
+   * two. Each message is a batch with an id of the caller's choosing, decided
+   * as LoginBatch decides it and answered by a message with the same id, in
+   * whatever order the batches finish. The caller bounds each batch's time
+   * itself. A server that shuts down answers every batch it has read, ignores
+   * the rest and ends the stream with OK: the caller sends a batch left
+   * unanswered then again, elsewhere.
+   */
+  loginStream: {
+    path: "/tokenserver.directory.v1.Directory/LoginStream" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: LoginStreamRequest): Buffer => Buffer.from(LoginStreamRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LoginStreamRequest => LoginStreamRequest.decode(value),
+    responseSerialize: (value: LoginStreamReply): Buffer => Buffer.from(LoginStreamReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LoginStreamReply => LoginStreamReply.decode(value),
+  },
+  /**
    * Records the node for a user that has none; if another request assigned
    * one first, that one wins and is returned.
    */
@@ -4287,6 +4516,18 @@ export interface DirectoryServer extends UntypedServiceImplementation {
    */
   loginBatch: handleUnaryCall<LoginBatchRequest, LoginBatchReply>;
   /**
+   * LoginBatch over one long-lived stream, as the login service sends it: a
+   * unary call costs client and server several times what a message on an
+   * open stream costs (bench/rpc.ts), and a turn's batch is often a login or
+   * two. Each message is a batch with an id of the caller's choosing, decided
+   * as LoginBatch decides it and answered by a message with the same id, in
+   * whatever order the batches finish. The caller bounds each batch's time
+   * itself. A server that shuts down answers every batch it has read, ignores
+   * the rest and ends the stream with OK: the caller sends a batch left
+   * unanswered then again, elsewhere.
+   */
+  loginStream: handleBidiStreamingCall<LoginStreamRequest, LoginStreamReply>;
+  /**
    * Records the node for a user that has none; if another request assigned
    * one first, that one wins and is returned.
    */
@@ -4383,6 +4624,23 @@ export interface DirectoryClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LoginBatchReply) => void,
   ): ClientUnaryCall;
+  /**
+   * LoginBatch over one long-lived stream, as the login service sends it: a
+   * unary call costs client and server several times what a message on an
+   * open stream costs (bench/rpc.ts), and a turn's batch is often a login or
+   * two. Each message is a batch with an id of the caller's choosing, decided
+   * as LoginBatch decides it and answered by a message with the same id, in
+   * whatever order the batches finish. The caller bounds each batch's time
+   * itself. A server that shuts down answers every batch it has read, ignores
+   * the rest and ends the stream with OK: the caller sends a batch left
+   * unanswered then again, elsewhere.
+   */
+  loginStream(): ClientDuplexStream<LoginStreamRequest, LoginStreamReply>;
+  loginStream(options: Partial<CallOptions>): ClientDuplexStream<LoginStreamRequest, LoginStreamReply>;
+  loginStream(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<LoginStreamRequest, LoginStreamReply>;
   /**
    * Records the node for a user that has none; if another request assigned
    * one first, that one wins and is returned.

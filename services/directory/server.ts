@@ -3,7 +3,7 @@
 import { DEFAULTS } from '../../lib/config.js';
 import type { GrpcAuth, MetricsListener } from '../../lib/config.js';
 import { DirectoryService } from '../../lib/gen/directory.js';
-import { serveWithStore } from '../../lib/grpc.js';
+import { OpenStreams, serveWithStore } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { CachedCounts, DirectoryMetrics } from '../../lib/metrics.js';
 import { withMetricsListener } from '../../lib/metrics-server.js';
@@ -37,13 +37,15 @@ export async function startDirectory(opts: {
     (err) => log.warn({ err }, 'counting records for metrics failed'),
   );
   const metrics = new DirectoryMetrics(counts);
+  const streams = new OpenStreams();
   const served = await serveWithStore(
     store,
     {
       definition: DirectoryService,
-      implementation: countedService(directoryService(store, log, policy), metrics),
+      implementation: countedService(directoryService(store, log, policy, streams), metrics),
       name: 'tokenserver.directory.v1.Directory',
       proto: 'directory.proto',
+      streams,
     },
     opts.host ?? '127.0.0.1',
     opts.port ?? 0,

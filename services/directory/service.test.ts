@@ -2,8 +2,8 @@
 import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import assert from 'node:assert/strict';
-import { DirectoryClient, type LoginBatchItem, type LoginRequest, type User } from '../../lib/gen/directory.js';
-import { call, grpcClient, MAX_BATCH_ITEMS, rebuiltError } from '../../lib/grpc.js';
+import { DirectoryClient, type LoginBatchItem, type LoginRequest, type LoginStreamReply, type User } from '../../lib/gen/directory.js';
+import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError } from '../../lib/grpc.js';
 import {
   BadRequest,
   InvalidClientState,
@@ -63,6 +63,19 @@ test('health check answers SERVING for the server and the Directory service', as
   assert.equal(await healthStatus(server.port, 'tokenserver.directory.v1.Directory'), 'SERVING');
 });
 
+/** One batch on a LoginStream of its own: its reply, or the stream's error as login reads it. */
+function streamedBatch(c: DirectoryClient, items: LoginBatchItem[]): Promise<LoginStreamReply> {
+  return new Promise((resolve, reject) => {
+    const stream = c.loginStream();
+    stream.on('data', (reply: LoginStreamReply) => {
+      resolve(reply);
+      stream.end();
+    });
+    stream.on('error', (err: grpc.ServiceError) => reject(fromServiceError(err, 1)));
+    stream.write({ id: 1, batch: { items } });
+  });
+}
+
 test('without the internal secret, or with a wrong one, every call is UNAUTHENTICATED and changes nothing', async () => {
   const email = freshEmail();
   const before = await login(email, { generation: 5 });
@@ -74,6 +87,7 @@ test('without the internal secret, or with a wrong one, every call is UNAUTHENTI
       await assert.rejects(call(stranger, stranger.login, lockOut, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.login, { ...lockOut, email: freshEmail() }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.loginBatch, { items: [{ requestId: 'stranger', login: lockOut }] }, opts), UNAUTHENTICATED, name);
+      await assert.rejects(streamedBatch(stranger, [{ requestId: 'stranger', login: lockOut }]), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.getUser, { service: 'sync', email }, opts), UNAUTHENTICATED, name);
       await assert.rejects(call(stranger, stranger.unassignNode, { service: 'sync', node: before.node }, opts), UNAUTHENTICATED, name);
       // An import's writes: a reservation up to 2^53 would leave no uid to hand out; a record would take over an account.
@@ -85,8 +99,10 @@ test('without the internal secret, or with a wrong one, every call is UNAUTHENTI
     }
   }
   assert.deepEqual(await getUser(email), before);
-  // The same call with the secret works.
+  // The same calls with the secret work.
   assert.equal((await login(email, { generation: 6 })).generation, 6);
+  const streamed = await streamedBatch(client, [{ requestId: 'friend', login: { service: 'sync', email, clientState: '', allowNewUsers: true, generation: 7 } }]);
+  assert.equal(streamed.batch?.results[0]?.user?.generation, 7);
 });
 
 test('LoginBatch: each item decided as Login decides it, results in item order, one item\'s error only its own', async () => {

@@ -4,7 +4,7 @@
 // attempt of all its logins together: one read, one write.
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { BadRequest, Conflict, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
-import { carriedError, logged, MAX_BATCH_ITEMS, unary } from '../../lib/grpc.js';
+import { answeringStream, carriedError, logged, MAX_BATCH_ITEMS, OpenStreams, unary } from '../../lib/grpc.js';
 import { requestIdFrom } from '../../lib/request-id.js';
 import type { Logger } from '../../lib/log.js';
 import type {
@@ -24,6 +24,8 @@ import type {
   TrimClientStatesReply,
   TrimClientStatesRequest,
   LoginBatchReply,
+  LoginStreamReply,
+  LoginStreamRequest,
   LoginBatchRequest,
   LoginRequest,
   LoginResult,
@@ -399,10 +401,21 @@ export async function importUsers(store: UserStore, req: ImportUsersRequest): Pr
   return { results: await Promise.all(req.users.map((u) => importUser(store, importedUser(u), write))) };
 }
 
-export function directoryService(store: UserStore, log: Logger, policy: LoginPolicy): UntypedServiceImplementation {
+/** LoginStream's answer to one message: its batch decided as LoginBatch decides it, or the batch's error. */
+export function loginStreamAnswer(store: UserStore, policy: LoginPolicy, log: Logger): (req: LoginStreamRequest) => Promise<LoginStreamReply> {
+  return (req) =>
+    loginBatch(store, req.batch ?? { items: [] }, policy, log).then(
+      (batch) => ({ id: req.id, batch }),
+      (err: unknown) => ({ id: req.id, error: carriedError(err, log, 'LoginStream') }),
+    );
+}
+
+/** `streams`: where LoginStream's open streams are kept, for the server to drain them when it closes. */
+export function directoryService(store: UserStore, log: Logger, policy: LoginPolicy, streams = new OpenStreams()): UntypedServiceImplementation {
   return {
     login: unary<LoginRequest, UserReply>(log, 'Login', async (req) => ({ user: toUser(await login(store, req, policy)) })),
     loginBatch: unary<LoginBatchRequest, LoginBatchReply>(log, 'LoginBatch', (req) => loginBatch(store, req, policy, log)),
+    loginStream: answeringStream(streams, loginStreamAnswer(store, policy, log)),
     assignNode: unary<AssignNodeRequest, AssignNodeReply>(log, 'AssignNode', async (req) => {
       const { record, assigned, released } = await assignNode(store, req);
       return { user: toUser(record), assigned, released };

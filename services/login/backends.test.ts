@@ -1,15 +1,16 @@
 // Login's directory client over real gRPC: concurrent logins travel together
-// in LoginBatch calls, each settles with its own result or error class, and a
-// directory that is gone fails every waiting login with a 503.
+// as batches on one LoginStream, each settles with its own result or error
+// class; a draining directory loses no login, a silent one fails them at the
+// deadline, and a directory that is gone fails every waiting login with a 503.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as grpc from '@grpc/grpc-js';
-import { DirectoryService, type LoginRequest } from '../../lib/gen/directory.js';
+import { DirectoryClient, DirectoryService, type LoginRequest, type LoginStreamReply, type LoginStreamRequest } from '../../lib/gen/directory.js';
 import { InvalidGeneration, NewUsersDisabled, ServiceUnavailable } from '../../lib/errors.js';
-import { startServer, type RunningServer } from '../../lib/grpc.js';
+import { answeringStream, grpcClient, MAX_BATCH_ITEMS, OpenStreams, startServer, type RunningServer } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
-import { directoryService } from '../directory/service.js';
+import { directoryService, loginStreamAnswer } from '../directory/service.js';
 import { SqliteUserStore } from '../directory/store-sqlite.js';
 import { tempStoreUrl, TEST_AUTH } from '../../tests/support/services.js';
 import { connectBackends, type Backends } from './backends.js';
@@ -21,16 +22,18 @@ let backends: Backends;
 /** Calls the directory received, by method. */
 const calls: Record<string, number> = {};
 const RETRY_AFTER = 7;
+const POLICY = { clientStateChangesPerDay: 10 };
 
 before(async () => {
   store = SqliteUserStore.open(temp.storeUrl.slice('sqlite:'.length));
-  const impl = directoryService(store, logger('directory'), { clientStateChangesPerDay: 10 });
-  // The real handlers, counted.
+  const impl = directoryService(store, logger('directory'), POLICY);
+  // The real handlers, counted: calls by method, and LoginStream's messages.
   const counted = Object.fromEntries(
     Object.entries(impl).map(([name, handler]) => [
       name,
       (call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
         calls[name] = (calls[name] ?? 0) + 1;
+        if (name === 'loginStream') call.on('data', () => (calls.loginStreamMessages = (calls.loginStreamMessages ?? 0) + 1));
         (handler as grpc.handleUnaryCall<unknown, unknown>)(call, cb);
       },
     ]),
@@ -51,7 +54,7 @@ after(async () => {
 
 const req = (email: string, o: Partial<LoginRequest> = {}): LoginRequest => ({ service: 'sync', email, clientState: '', allowNewUsers: true, ...o });
 
-test('concurrent logins share LoginBatch calls; each gets its own user or error class', async () => {
+test('concurrent logins share batches on one LoginStream; each gets its own user or error class', async () => {
   const first = await backends.login(req('batched@example.com', { generation: 5 }), 'rid-first');
   for (const k of Object.keys(calls)) delete calls[k];
   const settled = await Promise.allSettled([
@@ -60,8 +63,9 @@ test('concurrent logins share LoginBatch calls; each gets its own user or error 
     backends.login(req('batched@example.com', { generation: 2 }), 'rid-lower'),
     backends.login(req('nobody@example.com', { allowNewUsers: false }), 'rid-closed'),
   ]);
-  assert.equal(calls.login ?? 0, 0, 'no unary Login');
-  assert.ok(calls.loginBatch >= 1 && calls.loginBatch < 5, `33 logins in ${calls.loginBatch} LoginBatch calls`);
+  assert.equal((calls.login ?? 0) + (calls.loginBatch ?? 0), 0, 'no unary Login or LoginBatch');
+  assert.equal(calls.loginStream ?? 0, 0, 'the stream opened by the first login carries these too');
+  assert.ok(calls.loginStreamMessages >= 1 && calls.loginStreamMessages < 5, `33 logins in ${calls.loginStreamMessages} batches`);
   const users = settled.slice(0, 30).map((r) => (r.status === 'fulfilled' ? r.value : assert.fail(String(r.reason))));
   assert.deepEqual(
     users.map((u) => u.email),
@@ -71,6 +75,129 @@ test('concurrent logins share LoginBatch calls; each gets its own user or error 
   assert.deepEqual(settled[30], { status: 'fulfilled', value: first });
   assert.ok(settled[31].status === 'rejected' && settled[31].reason instanceof InvalidGeneration, String(settled[31]));
   assert.ok(settled[32].status === 'rejected' && settled[32].reason instanceof NewUsersDisabled, String(settled[32]));
+});
+
+/** A directory on the test's store whose LoginStream answers wait for `hold` when it says so. */
+async function holdingDirectory(hold: (req: LoginStreamRequest) => Promise<void> | undefined): Promise<{ server: RunningServer; streams: OpenStreams; opened: () => number; answered: () => number }> {
+  const streams = new OpenStreams();
+  const answer = loginStreamAnswer(store, POLICY, logger('directory'));
+  let opened = 0;
+  let answered = 0;
+  const stream = answeringStream<LoginStreamRequest, LoginStreamReply>(streams, async (req) => {
+    await hold(req);
+    answered++;
+    return answer(req);
+  });
+  const implementation = {
+    ...directoryService(store, logger('directory'), POLICY),
+    loginStream: (call: grpc.ServerDuplexStream<LoginStreamRequest, LoginStreamReply>) => {
+      opened++;
+      stream(call);
+    },
+  };
+  const running = await startServer([{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory', streams }], '127.0.0.1', 0, TEST_AUTH);
+  return { server: running, streams, opened: () => opened, answered: () => answered };
+}
+
+const backendsOf = (server: RunningServer, o: { deadlineMs?: number; streamMaxAgeMs?: number } = {}): Backends =>
+  connectBackends(
+    { directoryAddr: `127.0.0.1:${server.port}`, nodeAssignAddr: '127.0.0.1:1', auth: TEST_AUTH, grpcDeadlineMs: o.deadlineMs ?? 2000, retryAfter: RETRY_AFTER },
+    new LoginMetrics(),
+    o.streamMaxAgeMs,
+  );
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 5));
+}
+
+test('a draining directory answers the batch it read; one it did not read goes again on a new stream', async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const d = await holdingDirectory((req) => (req.batch?.items[0]?.requestId === 'rid-held' ? gate : undefined));
+  const b = backendsOf(d.server);
+  try {
+    const held = b.login(req('drain-held@example.com'), 'rid-held');
+    await until(() => d.streams.size === 1);
+    // It cannot end yet: the held batch is unanswered. What arrives now is not read.
+    d.streams.drain();
+    const after = b.login(req('drain-after@example.com'), 'rid-after');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(d.answered(), 0);
+    release();
+    const [u1, u2] = await Promise.all([held, after]);
+    assert.deepEqual([u1.email, u2.email], ['drain-held@example.com', 'drain-after@example.com']);
+    assert.equal(d.opened(), 2, 'the unread batch went on a second stream');
+    assert.equal(d.answered(), 2, 'each batch was decided once');
+  } finally {
+    b.close();
+    await d.server.close();
+  }
+});
+
+test('a directory that never answers: the batch fails with 503 at the deadline; its late answer changes nothing', async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const d = await holdingDirectory(() => gate);
+  const b = backendsOf(d.server, { deadlineMs: 300 });
+  try {
+    const started = Date.now();
+    const err = await b.login(req('silent@example.com'), 'rid-silent').then(
+      () => assert.fail('answered'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ServiceUnavailable, String(err));
+    assert.equal(err.retryAfter, RETRY_AFTER);
+    assert.ok(Date.now() - started < 1500, `failed after ${Date.now() - started} ms`);
+    release();
+    await until(() => d.answered() === 1);
+    // The stream is still good for the next login.
+    assert.equal((await b.login(req('silent@example.com'), 'rid-next')).email, 'silent@example.com');
+    assert.equal(d.opened(), 1);
+  } finally {
+    b.close();
+    await d.server.close();
+  }
+});
+
+test('a stream older than its age carries no new batch: the next one opens another (another replica, round robin)', async () => {
+  const d = await holdingDirectory(() => undefined);
+  const b = backendsOf(d.server, { streamMaxAgeMs: 150 });
+  try {
+    assert.equal((await b.login(req('aged-1@example.com'), 'rid-aged-1')).email, 'aged-1@example.com');
+    assert.equal((await b.login(req('aged-2@example.com'), 'rid-aged-2')).email, 'aged-2@example.com');
+    assert.equal(d.opened(), 1);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal((await b.login(req('aged-3@example.com'), 'rid-aged-3')).email, 'aged-3@example.com');
+    assert.equal(d.opened(), 2);
+    // The old stream was half-closed: the directory ended it once it had answered.
+    await until(() => d.streams.size === 1);
+  } finally {
+    b.close();
+    await d.server.close();
+  }
+});
+
+test('a batch of more items than MAX_BATCH_ITEMS on the stream: that batch fails as a whole, the stream serves on', async () => {
+  const d = await holdingDirectory(() => undefined);
+  const client = grpcClient(DirectoryClient, `127.0.0.1:${d.server.port}`, TEST_AUTH);
+  const call = client.loginStream();
+  try {
+    const replies: LoginStreamReply[] = [];
+    call.on('data', (r: LoginStreamReply) => replies.push(r));
+    const item = (i: number) => ({ requestId: `big-${i}`, login: req(`big-${i}@example.com`) });
+    call.write({ id: 41, batch: { items: Array.from({ length: MAX_BATCH_ITEMS + 1 }, (_, i) => item(i)) } });
+    call.write({ id: 42, batch: { items: [item(0)] } });
+    await until(() => replies.length === 2);
+    const byId = new Map(replies.map((r) => [r.id, r]));
+    assert.equal(byId.get(41)?.error?.errorClass, 'BadRequest');
+    assert.equal(byId.get(41)?.batch, undefined);
+    assert.equal(byId.get(42)?.batch?.results[0]?.user?.email, 'big-0@example.com');
+  } finally {
+    call.on('error', () => undefined);
+    call.cancel();
+    client.close();
+    await d.server.close();
+  }
 });
 
 test('the directory gone: every waiting login fails with 503 and the configured Retry-After', async () => {

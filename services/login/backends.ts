@@ -3,18 +3,26 @@
 // is timed (by method and outcome) in the one `rpc` below; lib/grpc.ts maps
 // errors back to ProtocolErrors (a backend down or slow → ServiceUnavailable, 503).
 // Logins go to the directory coalesced: those that arrive in one turn of the
-// event loop travel in one LoginBatch call, which costs little more than one
-// unary call (bench/rpc.ts); the directory still decides each of them.
+// event loop travel as one batch, a message on a long-lived LoginStream, which
+// costs a fraction of a unary call (bench/rpc.ts); the directory still decides
+// each of them.
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
-import { InternalError } from '../../lib/errors.js';
-import { call, grpcClient, MAX_BATCH_ITEMS, rebuiltError, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
-import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginBatchItem, type LoginRequest, type RetiredUser, type User } from '../../lib/gen/directory.js';
+import { InternalError, ServiceUnavailable } from '../../lib/errors.js';
+import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
+import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginBatchItem, type LoginRequest, type LoginStreamReply, type LoginStreamRequest, type RetiredUser, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
 import type { LoginMetrics } from '../../lib/metrics.js';
 
 const HealthClient = grpc.makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
+
+/**
+ * How long one LoginStream carries new batches before the next batch opens another. Each stream is
+ * one call to one directory replica, so this spreads a login process's logins over the replicas
+ * (DESIGN §12), as unary calls did call by call.
+ */
+export const STREAM_MAX_AGE_MS = 10_000;
 
 type HealthCheck = (
   req: { service: string },
@@ -65,6 +73,7 @@ function userOf(reply: { user?: User | undefined }, method: string): User {
 export function connectBackends(
   config: Pick<LoginConfig, 'directoryAddr' | 'nodeAssignAddr' | 'auth' | 'grpcDeadlineMs' | 'retryAfter'>,
   metrics: LoginMetrics,
+  streamMaxAgeMs = STREAM_MAX_AGE_MS,
 ): Backends {
   const directory = grpcClient(DirectoryClient, config.directoryAddr, config.auth);
   const nodeAssign = grpcClient(NodeAssignClient, config.nodeAssignAddr, config.auth);
@@ -85,27 +94,91 @@ export function connectBackends(
   }
   let waiting: Waiting[] = [];
 
-  /** Sends what waits as LoginBatch calls and settles each login with its own result. */
+  /** A batch sent on a stream, waiting for its answer until its deadline. */
+  interface SentBatch {
+    waiting: Waiting[];
+    timer: NodeJS.Timeout;
+  }
+  interface OpenStream {
+    call: grpc.ClientDuplexStream<LoginStreamRequest, LoginStreamReply>;
+    sent: Map<number, SentBatch>;
+    openedAt: number;
+  }
+  /** Where the next batch goes; a new one is opened when there is none, or when it is streamMaxAgeMs old. */
+  let stream: OpenStream | undefined;
+  let nextId = 1;
+
+  function settle(batch: Waiting[], reply: LoginStreamReply): void {
+    if (reply.error) {
+      const err = rebuiltError(reply.error, config.retryAfter);
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    const results = reply.batch?.results ?? [];
+    batch.forEach((w, k) => {
+      const r = results[k];
+      if (r?.user) w.resolve(r.user);
+      else if (r?.error) w.reject(rebuiltError(r.error, config.retryAfter));
+      else w.reject(new InternalError('directory LoginStream returned no result for an item'));
+    });
+  }
+
+  function openStream(): OpenStream {
+    const opened: OpenStream = { call: directory.loginStream(), sent: new Map(), openedAt: Date.now() };
+    const forget = (): Map<number, SentBatch> => {
+      if (stream === opened) stream = undefined;
+      const sent = new Map(opened.sent);
+      opened.sent.clear();
+      for (const batch of sent.values()) clearTimeout(batch.timer);
+      return sent;
+    };
+    opened.call.on('data', (reply: LoginStreamReply) => {
+      const batch = opened.sent.get(reply.id);
+      // Its deadline passed: its logins have failed already.
+      if (!batch) return;
+      opened.sent.delete(reply.id);
+      clearTimeout(batch.timer);
+      settle(batch.waiting, reply);
+    });
+    // The stream failed (directory down, cut, cancelled): whether a batch still waiting was decided is
+    // unknown, so each of its logins fails as a failed unary call would, with a 503.
+    opened.call.on('error', (err: grpc.ServiceError) => {
+      const failure = fromServiceError(err, config.retryAfter);
+      for (const batch of forget().values()) for (const w of batch.waiting) w.reject(failure);
+    });
+    // Ended with OK: the directory drained it (it is shutting down) after answering every batch it read,
+    // so a batch still waiting was never read, and goes again on another stream.
+    opened.call.on('status', (status: grpc.StatusObject) => {
+      if (status.code !== grpc.status.OK) return;
+      for (const batch of forget().values()) send(batch.waiting);
+    });
+    return opened;
+  }
+
+  /** Sends one batch on the current stream, opening one when needed. */
+  function send(batch: Waiting[]): void {
+    const now = Date.now();
+    if (stream && now - stream.openedAt >= streamMaxAgeMs) {
+      // Half-closed: the directory answers what it has, then ends it. The next stream may go to another replica.
+      stream.call.end();
+      stream = undefined;
+    }
+    const target = (stream ??= openStream());
+    const id = nextId++;
+    const timer = setTimeout(() => {
+      target.sent.delete(id);
+      const late = new ServiceUnavailable('backend unavailable: Deadline exceeded', config.retryAfter);
+      for (const w of batch) w.reject(late);
+    }, config.grpcDeadlineMs);
+    target.sent.set(id, { waiting: batch, timer });
+    target.call.write({ id, batch: { items: batch.map((w) => w.item) } });
+  }
+
+  /** Sends what waits, in batches of at most MAX_BATCH_ITEMS; each login settles with its own result. */
   function flush(): void {
     const all = waiting;
     waiting = [];
-    for (let i = 0; i < all.length; i += MAX_BATCH_ITEMS) {
-      const batch = all.slice(i, i + MAX_BATCH_ITEMS);
-      call(directory, directory.loginBatch, { items: batch.map((w) => w.item) }, opts()).then(
-        ({ results }) => {
-          batch.forEach((w, k) => {
-            const r = results[k];
-            if (r?.user) w.resolve(r.user);
-            else if (r?.error) w.reject(rebuiltError(r.error, config.retryAfter));
-            else w.reject(new InternalError('directory LoginBatch returned no result for an item'));
-          });
-        },
-        // The call failed as a whole (backend down, deadline): every item fails alike.
-        (err: unknown) => {
-          for (const w of batch) w.reject(err);
-        },
-      );
-    }
+    for (let i = 0; i < all.length; i += MAX_BATCH_ITEMS) send(all.slice(i, i + MAX_BATCH_ITEMS));
   }
 
   async function serving(name: string, client: grpc.Client): Promise<boolean> {
@@ -171,6 +244,7 @@ export function connectBackends(
       return d && n;
     },
     close() {
+      stream?.call.cancel();
       for (const c of [directory, nodeAssign, directoryHealth, nodeAssignHealth]) c.close();
     },
   };

@@ -2,10 +2,10 @@
 // to login to stay in flight (the overload signal, draining on stop).
 import type * as grpc from '@grpc/grpc-js';
 import { DEFAULTS } from '../../lib/config.js';
-import { DirectoryService, type LoginBatchRequest } from '../../lib/gen/directory.js';
-import { REQUEST_ID, startServer } from '../../lib/grpc.js';
+import { DirectoryService, type LoginBatchRequest, type LoginStreamReply, type LoginStreamRequest } from '../../lib/gen/directory.js';
+import { answeringStream, OpenStreams, REQUEST_ID, startServer } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
-import { directoryService } from '../../services/directory/service.js';
+import { directoryService, loginStreamAnswer } from '../../services/directory/service.js';
 import { openUserStore } from '../../services/directory/open-store.js';
 import { TEST_AUTH } from './services.js';
 
@@ -22,12 +22,13 @@ export interface GatedDirectory {
 
 /**
  * The real directory service on its own store, with its logins held until open(). Login coalesces
- * concurrent logins into LoginBatch calls (lib/grpc.ts MAX_BATCH_ITEMS), so both methods are gated
- * and counted by login, not by call.
+ * concurrent logins into batches (lib/grpc.ts MAX_BATCH_ITEMS) sent over LoginStream, so every login
+ * method is gated and counted by login, not by call or message.
  */
 export async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> {
   const store = await openUserStore(storeUrl);
-  const implementation = directoryService(store, logger('directory'), { clientStateChangesPerDay: DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY });
+  const policy = { clientStateChangesPerDay: DEFAULTS.CLIENT_STATE_CHANGES_PER_DAY };
+  const implementation = directoryService(store, logger('directory'), policy);
   const held: Array<() => void> = [];
   let heldLogins = 0;
   const requestIds: string[] = [];
@@ -48,8 +49,14 @@ export async function gatedDirectory(storeUrl: string): Promise<GatedDirectory> 
   implementation.loginBatch = ((call: grpc.ServerUnaryCall<LoginBatchRequest, unknown>, callback: grpc.sendUnaryData<unknown>) => {
     gate(call.request.items.map((item) => item.requestId), () => loginBatch(call, callback));
   }) as typeof implementation.loginBatch;
+  const answer = loginStreamAnswer(store, policy, logger('directory'));
+  const streams = new OpenStreams();
+  implementation.loginStream = answeringStream<LoginStreamRequest, LoginStreamReply>(
+    streams,
+    (req) => new Promise((resolve) => gate(req.batch?.items.map((item) => item.requestId) ?? [], () => resolve(answer(req)))),
+  );
   const running = await startServer(
-    [{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory' }],
+    [{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory', streams }],
     '127.0.0.1',
     0,
     TEST_AUTH,
