@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +17,7 @@ import { hawkHeader } from '../lib/hawk.js';
 import { makeToken, nodeSecrets } from '../lib/token.js';
 import { startGateway, type Gateway } from '../services/node-gateway/server.js';
 import { startServiceProcess, type ServiceProcess } from './support/login-process.js';
-import { newSecret } from './support/services.js';
+import { CountingUpstream, newSecret } from './support/services.js';
 
 const NODE_A = 'http://node-a.example:8443';
 const NODE_B = 'http://node-b.example:8443';
@@ -41,13 +40,7 @@ function cliNodeSecret(url: string, masters: readonly string[]): Promise<string>
   });
 }
 
-let reached = 0;
-const upstream = http.createServer((req, res) => {
-  reached++;
-  req.resume();
-  res.writeHead(200, { 'Content-Type': 'application/json' });
-  res.end('{"ok":true}');
-});
+const upstream = new CountingUpstream();
 
 let dir: string;
 /** Holds A's two node secrets (from the file the CLI printed). */
@@ -58,8 +51,7 @@ let printed: string;
 
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'node-secrets-'));
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
-  const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  const upstreamUrl = await upstream.start();
   printed = await cliNodeSecret(NODE_A, MASTERS);
   const file = path.join(dir, 'node_secrets');
   writeFileSync(file, printed);
@@ -71,8 +63,7 @@ before(async () => {
 after(async () => {
   await rotating?.stop();
   await newestOnly?.close();
-  upstream.closeAllConnections();
-  await new Promise((r) => upstream.close(r));
+  await upstream.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -96,19 +87,19 @@ async function request(port: number, node: string, secret: string): Promise<{ st
 }
 
 async function accepted(port: number, node: string, secret: string): Promise<void> {
-  const before = reached;
+  const before = upstream.reached;
   const r = await request(port, node, secret);
   assert.equal(r.status, 200, JSON.stringify(r.body));
-  assert.equal(reached, before + 1);
+  assert.equal(upstream.reached, before + 1);
 }
 
 async function refused(port: number, node: string, secret: string, description: RegExp): Promise<void> {
-  const before = reached;
+  const before = upstream.reached;
   const r = await request(port, node, secret);
   assert.equal(r.status, 401, JSON.stringify(r.body));
   assert.equal(r.body.status, 'invalid-credentials');
   assert.match(r.body.errors[0].description, description);
-  assert.equal(reached, before, 'nothing reaches the application');
+  assert.equal(upstream.reached, before, 'nothing reaches the application');
 }
 
 test('`cli nodes secret` prints exactly the node secrets a NODE_SECRETS gateway needs: one a line, newest first', () => {

@@ -12,7 +12,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { gatewayConfig } from '../lib/config.js';
 import { hawkHeader } from '../lib/hawk.js';
@@ -20,7 +19,7 @@ import { makeToken, nodeSecrets } from '../lib/token.js';
 import { EPOCH_KEY } from '../services/node-gateway/redis-nonces.js';
 import { startGateway, type Gateway } from '../services/node-gateway/server.js';
 import { redisSkipReason, startRedis, type TestRedis } from './support/redis.js';
-import { newSecret, serveTcp } from './support/services.js';
+import { CountingUpstream, newSecret, serveTcp } from './support/services.js';
 
 const NODE_URL = 'http://node-1.example:8443';
 const MASTERS = [newSecret()];
@@ -66,13 +65,7 @@ function newToken() {
 
 // ---- the application: counts what reaches it ----
 
-let reached = 0;
-const upstream = http.createServer((req, res) => {
-  reached++;
-  req.resume();
-  res.writeHead(200, { 'Content-Type': 'application/json' });
-  res.end('{"ok":true}');
-});
+const upstream = new CountingUpstream();
 
 // ---- the gateways ----
 
@@ -119,13 +112,13 @@ async function eventually(what: string, check: () => Promise<boolean>, ms = 10_0
 
 /** Asserts a 503 with Retry-After, and that nothing reached the application. */
 async function unavailable(g: Port, request: { path: string; headers: Record<string, string> }): Promise<Reply> {
-  const before = reached;
+  const before = upstream.reached;
   const r = await send(g, request.path, request.headers);
   assert.equal(r.status, 503, r.body);
   assert.match(String(r.headers['retry-after']), /^[1-9]\d*$/);
   assert.equal(JSON.parse(r.body).status, 'error');
   assert.ok(!/redis|127\.0\.0\.1|ECONNREFUSED|timed out/i.test(r.body), `no internals in a 5xx body: ${r.body}`);
-  assert.equal(reached, before, 'the request reached the application');
+  assert.equal(upstream.reached, before, 'the request reached the application');
   return r;
 }
 
@@ -139,8 +132,7 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
 
   before(async () => {
     redis = await startRedis();
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
-    const env = gatewayEnv(redis.url, `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const env = gatewayEnv(redis.url, await upstream.start());
     a = await startGateway(gatewayConfig(env));
     b = await spawnGateway(env);
   });
@@ -151,8 +143,7 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
       b.child.kill('SIGTERM');
       await exited;
     }
-    upstream.closeAllConnections();
-    await new Promise((r) => upstream.close(r));
+    await upstream.stop();
     await redis?.dispose();
   });
 
@@ -160,14 +151,14 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
     const sign = newToken();
     for (const [first, second] of [[a, b], [b, a]] as const) {
       const captured = sign();
-      const before = reached;
+      const before = upstream.reached;
       assert.equal((await send(first, captured.path, captured.headers)).status, 200);
       const replay = await send(second, captured.path, captured.headers);
       assert.equal(replay.status, 401, replay.body);
       assert.equal(JSON.parse(replay.body).status, 'invalid-credentials');
       assert.match(JSON.parse(replay.body).errors[0].description, /nonce already used/);
       assert.equal((await send(first, captured.path, captured.headers)).status, 401, 'and at the first one too');
-      assert.equal(reached, before + 1);
+      assert.equal(upstream.reached, before + 1);
     }
   });
 
@@ -252,13 +243,13 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
       const changed = Date.now();
       for (const g of [a, b]) {
         await eventually('refused', async () => {
-          const before = reached;
+          const before = upstream.reached;
           const r = sign();
           const res = await send(g, r.path, r.headers);
           if (res.status === 200) return false;
           assert.equal(res.status, 503, res.body);
           assert.equal(res.headers['retry-after'], String(RETRY_AFTER));
-          assert.equal(reached, before);
+          assert.equal(upstream.reached, before);
           return true;
         });
       }
@@ -314,13 +305,9 @@ describe('a Redis that lost nonces it acknowledged: nothing signed before the lo
   let upstreamUrl: string;
 
   before(async () => {
-    if (!upstream.listening) await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
-    upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    upstreamUrl = await upstream.start();
   });
-  after(() => {
-    upstream.closeAllConnections();
-    return new Promise<void>((r) => upstream.close(() => r()));
-  });
+  after(() => upstream.stop());
   beforeEach(async () => {
     redis = await startRedis();
     relay = await redisRelay(redis.port);
@@ -343,11 +330,11 @@ describe('a Redis that lost nonces it acknowledged: nothing signed before the lo
   /** A nonce the store still holds: 401 at both gateways, whatever the epoch. */
   async function replayedEverywhere(request: { path: string; headers: Record<string, string> }): Promise<void> {
     for (const g of gateways) {
-      const before = reached;
+      const before = upstream.reached;
       const r = await send(g, request.path, request.headers);
       assert.equal(r.status, 401, r.body);
       assert.match(JSON.parse(r.body).errors[0].description, /nonce already used/);
-      assert.equal(reached, before);
+      assert.equal(upstream.reached, before);
     }
   }
 

@@ -6,6 +6,7 @@ import { service as healthService } from 'grpc-health-check';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -133,5 +134,27 @@ export async function refusesBadInternalSecret(file: string, env: Record<string,
     const run = await runEntryPoint(file, secret ? { ...env, INTERNAL_SECRET: secret } : env, /listening/);
     assert.equal(run.code, 1, run.stdout);
     assert.ok(run.stderr.startsWith(`configuration error: INTERNAL_SECRET: ${message}`), run.stderr);
+  }
+}
+
+/** An application node for gateway tests: 200 `{"ok":true}` to every request, counting those that reach it. */
+export class CountingUpstream {
+  reached = 0;
+  private readonly server = http.createServer((req, res) => {
+    this.reached++;
+    req.resume();
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end('{"ok":true}');
+  });
+
+  /** Listens on a loopback port (once, however often called); its URL. */
+  async start(): Promise<string> {
+    if (!this.server.listening) await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()));
+    return `http://127.0.0.1:${(this.server.address() as net.AddressInfo).port}`;
+  }
+
+  stop(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((r) => this.server.close(() => r()));
   }
 }
