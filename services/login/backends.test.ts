@@ -200,6 +200,18 @@ test('a batch of more items than MAX_BATCH_ITEMS on the stream: that batch fails
   }
 });
 
+test('after close, a login fails with 503 rather than throwing out of the event loop', async () => {
+  const d = await holdingDirectory(() => undefined);
+  const b = backendsOf(d.server);
+  try {
+    assert.equal((await b.login(req('closing@example.com'), 'rid-open')).email, 'closing@example.com');
+    b.close();
+    await assert.rejects(b.login(req('closing@example.com'), 'rid-closed'), (err: unknown) => err instanceof ServiceUnavailable && err.retryAfter === RETRY_AFTER);
+  } finally {
+    await d.server.close();
+  }
+});
+
 test('the directory gone: every waiting login fails with 503 and the configured Retry-After', async () => {
   server.server.forceShutdown();
   const settled = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => backends.login(req(`gone${i}@example.com`), `rid-gone-${i}`)));

@@ -163,7 +163,15 @@ export function connectBackends(
       stream.call.end();
       stream = undefined;
     }
-    const target = (stream ??= openStream());
+    let target: OpenStream;
+    try {
+      target = stream ??= openStream();
+    } catch (err) {
+      // The client is closed (login is stopping): a login that gets here fails as a call would.
+      const failure = new ServiceUnavailable(`backend unavailable: ${(err as Error).message}`, config.retryAfter);
+      for (const w of batch) w.reject(failure);
+      return;
+    }
     const id = nextId++;
     const timer = setTimeout(() => {
       target.sent.delete(id);
