@@ -214,6 +214,11 @@ export function rebuiltError(carried: CarriedError, retryAfter: number): Protoco
   return e;
 }
 
+/** A backend that could not be reached or did not answer in time: 503 with the configured Retry-After. */
+export function backendUnavailable(details: string, retryAfter: number): ServiceUnavailable {
+  return new ServiceUnavailable(`backend unavailable: ${details}`, retryAfter);
+}
+
 /** Rebuilds the ProtocolError a server threw; transport failures become 503. */
 export function fromServiceError(err: grpc.ServiceError, retryAfter: number): ProtocolError {
   const cls = err.metadata?.get(ERROR_CLASS)[0];
@@ -225,7 +230,7 @@ export function fromServiceError(err: grpc.ServiceError, retryAfter: number): Pr
     case grpc.status.DEADLINE_EXCEEDED:
     case grpc.status.CANCELLED:
     case grpc.status.RESOURCE_EXHAUSTED:
-      return new ServiceUnavailable(`backend unavailable: ${err.details}`, retryAfter);
+      return backendUnavailable(err.details, retryAfter);
     default:
       return new InternalError(`backend error ${grpc.status[err.code]}: ${err.details}`);
   }

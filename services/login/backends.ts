@@ -9,8 +9,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import type { LoginConfig } from '../../lib/config.js';
-import { InternalError, ServiceUnavailable } from '../../lib/errors.js';
-import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
+import { InternalError } from '../../lib/errors.js';
+import { backendUnavailable, call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError, type CallOptions, type UnaryMethod } from '../../lib/grpc.js';
 import { DirectoryClient, type AssignNodeReply, type AssignNodeRequest, type LoginBatchItem, type LoginRequest, type LoginStreamReply, type LoginStreamRequest, type RetiredUser, type User } from '../../lib/gen/directory.js';
 import { NodeAssignClient } from '../../lib/gen/nodeassign.js';
 import type { LoginMetrics } from '../../lib/metrics.js';
@@ -168,14 +168,14 @@ export function connectBackends(
       target = stream ??= openStream();
     } catch (err) {
       // The client is closed (login is stopping): a login that gets here fails as a call would.
-      const failure = new ServiceUnavailable(`backend unavailable: ${(err as Error).message}`, config.retryAfter);
+      const failure = backendUnavailable((err as Error).message, config.retryAfter);
       for (const w of batch) w.reject(failure);
       return;
     }
     const id = nextId++;
     const timer = setTimeout(() => {
       target.sent.delete(id);
-      const late = new ServiceUnavailable('backend unavailable: Deadline exceeded', config.retryAfter);
+      const late = backendUnavailable('Deadline exceeded', config.retryAfter);
       for (const w of batch) w.reject(late);
     }, config.grpcDeadlineMs);
     target.sent.set(id, { waiting: batch, timer });
