@@ -38,17 +38,14 @@ const COUNTERS = Array.from({ length: 256 }, (_, i) => Buffer.of(i));
 export function hkdf(ikm: string | Buffer, salt: string, info: string, length: number): Buffer {
   if (!Number.isInteger(length) || length < 0 || length > MAX_HKDF_LENGTH) throw new RangeError(`HKDF-SHA256 length must be 0 to ${MAX_HKDF_LENGTH}`);
   const prk = createHmac('sha256', salt).update(ikm).digest();
-  if (length <= HASH_LENGTH) {
-    const block = createHmac('sha256', prk).update(info).update(COUNTERS[1]).digest();
-    return length === HASH_LENGTH ? block : block.subarray(0, length);
-  }
+  // T(i) = HMAC(PRK, T(i-1) | info | i), T(0) empty; the key is the first `length` bytes of T(1) | T(2) | …
   const blocks: Buffer[] = [];
-  let previous = Buffer.alloc(0);
   for (let i = 1; blocks.length * HASH_LENGTH < length; i++) {
-    previous = createHmac('sha256', prk).update(previous).update(info).update(COUNTERS[i]).digest();
-    blocks.push(previous);
+    const t = createHmac('sha256', prk);
+    if (i > 1) t.update(blocks[i - 2]);
+    blocks.push(t.update(info).update(COUNTERS[i]).digest());
   }
-  return Buffer.concat(blocks).subarray(0, length);
+  return Buffer.concat(blocks, length);
 }
 
 /** A node's secret: hex of HKDF(master, no salt, node_secret info + node URL, len(master)/2). */
