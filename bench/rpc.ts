@@ -1,5 +1,4 @@
-// The login → directory hop alone, four ways, to pick by measurement
-// (issue #11 item 2, issue #27): the plain unary Login call, the logins of an
+// The login → directory hop alone, four ways, to pick by measurement: the plain unary Login call, the logins of an
 // event-loop turn coalesced into one unary LoginBatch call, the same batches as
 // messages on one LoginStream (login's client, services/login/backends.ts), and
 // one long-lived bidirectional stream with a message per login. The directory here answers
