@@ -19,7 +19,7 @@ import { makeToken, nodeSecrets } from '../lib/token.js';
 import { EPOCH_KEY } from '../services/node-gateway/redis-nonces.js';
 import { startGateway, type Gateway } from '../services/node-gateway/server.js';
 import { redisSkipReason, startRedis, type TestRedis } from './support/redis.js';
-import { CountingUpstream, newSecret, serveTcp } from './support/services.js';
+import { CountingUpstream, eventually, newSecret, serveTcp } from './support/services.js';
 
 const NODE_URL = 'http://node-1.example:8443';
 const MASTERS = [newSecret()];
@@ -102,13 +102,6 @@ function spawnGateway(env: Record<string, string>): Promise<{ child: ChildProces
   });
 }
 
-async function eventually(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Asserts a 503 with Retry-After, and that nothing reached the application. */
 async function unavailable(g: Port, request: { path: string; headers: Record<string, string> }): Promise<Reply> {
@@ -229,7 +222,7 @@ describe('two gateways of one node sharing one Redis', { skip }, () => {
       await eventually('served again once the wait is over', async () => {
         const r = sign();
         return (await send(g, r.path, r.headers)).status === 200;
-      }, (SKEW + 20) * 1000);
+      }, { timeoutMs: (SKEW + 20) * 1000 });
     }
   });
 
@@ -324,7 +317,7 @@ describe('a Redis that lost nonces it acknowledged: nothing signed before the lo
 
   /** Both gateways connected (heartbeat 200): a 503 then is the store refusing, not Redis away. */
   async function connected(): Promise<void> {
-    for (const g of gateways) await eventually('the gateway uses Redis again', async () => (await send(g, '/__heartbeat__')).status === 200, 20_000);
+    for (const g of gateways) await eventually('the gateway uses Redis again', async () => (await send(g, '/__heartbeat__')).status === 200, { timeoutMs: 20_000 });
   }
 
   /** A nonce the store still holds: 401 at both gateways, whatever the epoch. */
@@ -372,7 +365,7 @@ describe('a Redis that lost nonces it acknowledged: nothing signed before the lo
     await eventually('served again once the wait is over', async () => {
       const r = sign();
       return (await send(gateways[1], r.path, r.headers)).status === 200;
-    }, (SKEW + 20) * 1000);
+    }, { timeoutMs: (SKEW + 20) * 1000 });
   });
 
   test('a replica promoted (REPLICAOF NO ONE) that had not caught up, the gateways pointed at it: the request it missed is refused', async () => {

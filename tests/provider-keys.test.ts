@@ -18,7 +18,7 @@ import { bearerHeaders, mozillaKid, signingKey, type SigningKey } from './suppor
 import { startOAuthProvider, type OAuthProvider, type ProviderFailure } from './support/oauth-provider.js';
 import { loadOpenApi, responseProblems } from './support/openapi.js';
 import { metricValue } from './support/prometheus.js';
-import { TEST_AUTH } from './support/services.js';
+import { eventually as waitUntil, TEST_AUTH } from './support/services.js';
 import { startTestStack } from './support/stack.js';
 import { makePki } from './support/tls.js';
 
@@ -89,13 +89,8 @@ async function metricsPage(login: RunningLogin): Promise<string> {
 }
 
 /** Polls `check` until it returns true, for at most `timeoutMs`. */
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) assert.fail(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** The waits here include a provider's refresh interval. */
+const eventually = (what: string, check: () => Promise<boolean>) => waitUntil(what, check, { timeoutMs: 60_000 });
 
 describe('keys by discovery (OAUTH_ISSUER alone)', () => {
   test('a Mozilla-shaped access token verifies against the discovered set; heartbeat and metrics say so', async () => {

@@ -12,7 +12,7 @@ import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
 import { directoryService, loginStreamAnswer } from '../directory/service.js';
 import { SqliteUserStore } from '../directory/store-sqlite.js';
-import { tempStoreUrl, TEST_AUTH } from '../../tests/support/services.js';
+import { eventually, tempStoreUrl, TEST_AUTH } from '../../tests/support/services.js';
 import { connectBackends, type Backends } from './backends.js';
 
 const temp = tempStoreUrl('login-backends-');
@@ -106,9 +106,6 @@ const backendsOf = (server: RunningServer, o: { deadlineMs?: number; streamMaxAg
     o.streamMaxAgeMs,
   );
 
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((r) => setTimeout(r, 5));
-}
 
 test('a draining directory answers the batch it read; one it did not read goes again on a new stream', async () => {
   let release!: () => void;
@@ -117,7 +114,7 @@ test('a draining directory answers the batch it read; one it did not read goes a
   const b = backendsOf(d.server);
   try {
     const held = b.login(req('drain-held@example.com'), 'rid-held');
-    await until(() => d.streams.size === 1);
+    await eventually('the stream to open', () => d.streams.size === 1, { pollMs: 5 });
     // It cannot end yet: the held batch is unanswered. What arrives now is not read.
     d.streams.drain();
     const after = b.login(req('drain-after@example.com'), 'rid-after');
@@ -149,7 +146,7 @@ test('a directory that never answers: the batch fails with 503 at the deadline; 
     assert.equal(err.retryAfter, RETRY_AFTER);
     assert.ok(Date.now() - started < 1500, `failed after ${Date.now() - started} ms`);
     release();
-    await until(() => d.answered() === 1);
+    await eventually('the late answer', () => d.answered() === 1, { pollMs: 5 });
     // The stream is still good for the next login.
     assert.equal((await b.login(req('silent@example.com'), 'rid-next')).email, 'silent@example.com');
     assert.equal(d.opened(), 1);
@@ -170,7 +167,7 @@ test('a stream older than its age carries no new batch: the next one opens anoth
     assert.equal((await b.login(req('aged-3@example.com'), 'rid-aged-3')).email, 'aged-3@example.com');
     assert.equal(d.opened(), 2);
     // The old stream was half-closed: the directory ended it once it had answered.
-    await until(() => d.streams.size === 1);
+    await eventually('the old stream to end', () => d.streams.size === 1, { pollMs: 5 });
   } finally {
     b.close();
     await d.server.close();
@@ -187,7 +184,7 @@ test('a batch of more items than MAX_BATCH_ITEMS on the stream: that batch fails
     const item = (i: number) => ({ requestId: `big-${i}`, login: req(`big-${i}@example.com`) });
     call.write({ id: 41, batch: { items: Array.from({ length: MAX_BATCH_ITEMS + 1 }, (_, i) => item(i)) } });
     call.write({ id: 42, batch: { items: [item(0)] } });
-    await until(() => replies.length === 2);
+    await eventually('both replies', () => replies.length === 2, { pollMs: 5 });
     const byId = new Map(replies.map((r) => [r.id, r]));
     assert.equal(byId.get(41)?.error?.errorClass, 'BadRequest');
     assert.equal(byId.get(41)?.batch, undefined);

@@ -7,7 +7,7 @@ import { call, grpcClient, startServer } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { NodeAssignMetrics } from '../../lib/metrics.js';
 import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
-import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
+import { eventually, healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
 import { allocate, nodeAssignService } from './service.js';
 import { SqliteNodeStore } from './store-sqlite.js';
@@ -276,13 +276,6 @@ function gatedStore(inner: SqliteNodeStore, at: 'candidates' | 'claim') {
   return { store, open, waiting, calls };
 }
 
-async function untilTrue(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const until = Date.now() + 3000;
-  while (!(await check())) {
-    if (Date.now() > until) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 for (const { at, ending } of [
   { at: 'candidates', ending: 'deadline' },
@@ -313,7 +306,7 @@ for (const { at, ending } of [
       gated.open();
       if (at === 'claim') {
         // The claim landed after the caller left: it is given back.
-        await untilTrue(() => gated.calls.release === 1, 'the slot to be given back');
+        await eventually('the slot to be given back', () => gated.calls.release === 1, { timeoutMs: 3000, pollMs: 10 });
       } else {
         // Give the handler time to go on after the gate: it must not claim.
         await new Promise((r) => setTimeout(r, 200));

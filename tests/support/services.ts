@@ -158,3 +158,13 @@ export class CountingUpstream {
     return new Promise((r) => this.server.close(() => r()));
   }
 }
+
+/** Polls `check` every `pollMs` until it holds; fails naming `what` once `timeoutMs` have passed. */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, o: { timeoutMs?: number; pollMs?: number } = {}): Promise<void> {
+  const timeoutMs = o.timeoutMs ?? 10_000;
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, o.pollMs ?? 100));
+  }
+}
