@@ -2,7 +2,7 @@
 // real entry point (services/*/index.ts, as built by bench/build.ts), so its RSS is its own and nothing
 // else shares its event loop; every load generator runs in another process
 // (bench/load.ts), never in a server's.
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -207,6 +207,13 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`load generator exited with ${code}`))));
     child.send(spec);
   });
+}
+
+/** wrk (bench/load.ts mode 'wrk') when it is on PATH; otherwise why not. */
+export function wrkAvailable(): { ok: true } | { skip: string } {
+  const probe = spawnSync('wrk', ['--version'], { encoding: 'utf8' });
+  // wrk --version prints its banner and exits 1.
+  return probe.error ? { skip: 'wrk is not installed (apt-get install wrk): autocannon generates the load, at 2–4 × the CPU per request' } : { ok: true };
 }
 
 /** Stops every service given, in parallel, ignoring those that are gone. */

@@ -1,10 +1,12 @@
 // Our split deployment as deployed (directory, nodeassign and login on SQLite,
-// login with its default LOGIN_WORKERS) beside Mozilla's Rust tokenserver
+// login with its default LOGIN_WORKERS, or LOGIN_WORKERS when set) beside Mozilla's Rust tokenserver
 // (syncstorage-rs's syncserver, tokenserver only, on PostgreSQL, its native
 // verifier with one RSA key), in alternating windows, each request a fresh
 // credential: RS256 access tokens of the same shape for both (FxA's header and
 // claims, X-KeyID, distinct accounts), and ES256 assertions for ours. CPU per
-// login is counted for every process of each side, PostgreSQL's too.
+// login is counted for every process of each side, PostgreSQL's too. The
+// closed-loop windows are loaded by wrk where it is installed (autocannon,
+// saying so, where not): the load generator shares the two cores.
 //
 //   npm run bench -- --only vs-rust [--quick]
 //   SYNCSERVER_BIN=<path> (default ../shared/tools/syncstorage-rs/syncserver beside the checkout)
@@ -20,7 +22,7 @@ import { bearerFixture, NODE_URL, type BearerFixture } from './fixtures.js';
 import type { BenchResult, BenchRow } from './gateway.js';
 import type { LoadResult } from './load.js';
 import { CONNECTIONS, RSS_TARGET_MB, startLoginStack, type LoginStack } from './login.js';
-import { clearPeaks, median, processTree, runLoad, serviceOf, stopAll, treeCpuSeconds, vmHwm, type Service } from './proc.js';
+import { clearPeaks, median, processTree, runLoad, serviceOf, stopAll, treeCpuSeconds, vmHwm, wrkAvailable, type Service } from './proc.js';
 
 /** Where the binary is unless SYNCSERVER_BIN says otherwise: ../shared beside the checkout. */
 const DEFAULT_SYNCSERVER = path.join(ROOT, '..', 'shared', 'tools', 'syncstorage-rs', 'syncserver');
@@ -124,14 +126,17 @@ interface Side {
   requests(count: number): Promise<string>;
 }
 
-/** One window of `side`, closed loop (or at `rate`, evenly paced), each request with a credential of its own. */
-async function measure(side: Side, seconds: number, pool: number, rate?: number): Promise<Window> {
+/** The closed-loop windows' load generator: wrk where installed (bench/load.ts). */
+type ClosedLoop = 'wrk' | 'autocannon';
+
+/** One window of `side`, closed loop from `generator` (or at `rate`, evenly paced), each request with a credential of its own. */
+async function measure(side: Side, seconds: number, pool: number, generator: ClosedLoop, rate?: number): Promise<Window> {
   const requestsFile = await side.requests(pool);
   for (const c of side.counted) clearPeaks(c.pid);
   const before = side.counted.map((c) => treeCpuSeconds(c.pid));
   const load = await runLoad(
     rate === undefined
-      ? { mode: 'autocannon', url: side.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds }
+      ? { mode: generator, url: side.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds }
       : { mode: 'paced', url: side.url, requestsFile, rate, durationSeconds: seconds },
   );
   if (load.reused > 0) throw new Error(`${load.reused} credentials presented twice: the pool of ${pool} was too small`);
@@ -163,7 +168,7 @@ export async function benchVsRust(o: { seconds: number; rounds: number; users: n
     const first = await runLoad({ mode: 'probe', url: rustUrl, requestsFile: await rustTokens.freshRequests(o.users), count: o.users, concurrency: 8 });
     if (first.statuses['200'] !== o.users) throw new Error(`creating the Rust tokenserver's users: ${JSON.stringify(first.statuses)}, ${first.errors} errors`);
 
-    const workers = loginWorkers({});
+    const workers = loginWorkers(process.env);
     stack = await startLoginStack(`sqlite:${path.join(dir, 'store.db')}`, { users: o.users, bearer: true, loginEnv: { LOGIN_WORKERS: String(workers) } });
     const ours = stack;
     const oursCounted: Counted[] = [ours.login, ours.directory, ours.nodeAssign].map((s) => ({ name: s.name, pid: s.child.pid! }));
@@ -173,10 +178,13 @@ export async function benchVsRust(o: { seconds: number; rounds: number; users: n
       assertion: { url: ours.url, counted: oursCounted, requests: async (n) => ours.freshRequests(n) },
     };
 
+    const wrk = wrkAvailable();
+    if ('skip' in wrk) console.log(`[vs-rust] ${wrk.skip}`);
+    const generator: ClosedLoop = 'skip' in wrk ? 'autocannon' : 'wrk';
     const fastest: Record<Target, number> = { rust: FIRST_RATE, bearer: FIRST_RATE, assertion: FIRST_RATE };
     const pool = (t: Target, seconds: number) => Math.ceil(fastest[t] * RATE_MARGIN * seconds);
     for (const t of TARGETS) {
-      const w = await measure(sides[t], WARM_UP_SECONDS, pool(t, WARM_UP_SECONDS));
+      const w = await measure(sides[t], WARM_UP_SECONDS, pool(t, WARM_UP_SECONDS), generator);
       fastest[t] = Math.max(FIRST_RATE, w.load.requestsPerSecond);
     }
     const windows: Record<Target, Window[]> = { rust: [], bearer: [], assertion: [] };
@@ -184,7 +192,7 @@ export async function benchVsRust(o: { seconds: number; rounds: number; users: n
       // Each round starts with another target, so none always follows the same one.
       for (let k = 0; k < TARGETS.length; k++) {
         const t = TARGETS[(r + k) % TARGETS.length];
-        const w = await measure(sides[t], o.seconds, pool(t, o.seconds));
+        const w = await measure(sides[t], o.seconds, pool(t, o.seconds), generator);
         windows[t].push(w);
         fastest[t] = Math.max(fastest[t], w.load.requestsPerSecond);
         console.log(`[vs-rust] round ${r + 1}, ${LABEL[t]}: ${Math.round(w.load.requestsPerSecond)} req/s, ${Math.round(Object.values(w.cpuUs).reduce((a, b) => a + b, 0) - w.cpuUs['load generator'])} µs CPU per login`);
@@ -194,9 +202,9 @@ export async function benchVsRust(o: { seconds: number; rounds: number; users: n
     const half: Partial<Record<Target, Window>> = {};
     for (const t of TARGETS) {
       const rate = median(windows[t].map((w) => w.load.requestsPerSecond)) / 2;
-      half[t] = await measure(sides[t], o.seconds, Math.ceil(rate * o.seconds) + 1, rate);
+      half[t] = await measure(sides[t], o.seconds, Math.ceil(rate * o.seconds) + 1, generator, rate);
     }
-    return { name: 'vs-rust', rows: rows(o, workers, windows, half as Record<Target, Window>) };
+    return { name: 'vs-rust', rows: rows({ ...o, generator }, workers, windows, half as Record<Target, Window>) };
   } finally {
     await stack?.close();
     await stopAll(services);
@@ -205,12 +213,12 @@ export async function benchVsRust(o: { seconds: number; rounds: number; users: n
   }
 }
 
-function rows(o: { seconds: number; rounds: number }, workers: number, windows: Record<Target, Window[]>, half: Record<Target, Window>): BenchRow[] {
+function rows(o: { seconds: number; rounds: number; generator: ClosedLoop }, workers: number, windows: Record<Target, Window[]>, half: Record<Target, Window>): BenchRow[] {
   const med = (t: Target, f: (w: Window) => number) => median(windows[t].map(f));
   const rps = (t: Target) => med(t, (w) => w.load.requestsPerSecond);
   const serverCpu = (w: Window) => Object.entries(w.cpuUs).reduce((sum, [k, v]) => (k === 'load generator' ? sum : sum + v), 0);
   const out: BenchRow[] = [];
-  const what = `median of ${o.rounds} alternating ${o.seconds} s windows, ${CONNECTIONS} connections`;
+  const what = `median of ${o.rounds} alternating ${o.seconds} s windows, ${o.generator}, ${CONNECTIONS} connections`;
   for (const t of TARGETS) {
     const by = Object.keys(windows[t][0].cpuUs).map((k) => `${k} ${Math.round(med(t, (w) => w.cpuUs[k]))}`).join(', ');
     out.push(
