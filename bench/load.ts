@@ -6,7 +6,8 @@
 //    then waits for the next second: bursts at full speed, not an even rate.
 //  - 'paced': an even rate (request k is due at k / rate s) over keep-alive
 //    connections, each latency counted from when the request was due, so a
-//    slow server cannot hide its queue (no coordinated omission).
+//    slow server cannot hide its queue (no coordinated omission). Its requests
+//    are bytes made before the clock starts, over plain sockets.
 //  - 'wrk': throughput like 'autocannon', from wrk (a C load generator, when on
 //    PATH) with bench/wrk-fresh.lua: a third to a quarter of autocannon's CPU
 //    per request, which the servers measured beside it no longer lose. Answers
@@ -14,6 +15,7 @@
 //  - 'probe': a fixed number of requests from a few keep-alive loops, timed
 //    with performance.now(), for latency comparisons finer than a millisecond.
 import http from 'node:http';
+import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,7 +39,7 @@ export interface LoadSpec {
   connections?: number;
   durationSeconds?: number;
   overallRate?: number;
-  /** paced: requests per second, for durationSeconds, at most maxInFlight at once (default 256). */
+  /** paced: requests per second, for durationSeconds, at most maxInFlight at once (default 256), over `connections` opened first (default 32) and more when needed. */
   rate?: number;
   maxInFlight?: number;
   /** probe: how many requests, over how many concurrent loops. */
@@ -147,7 +149,8 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
     const own = process.cpuUsage();
     const script = new URL('./wrk-fresh.lua', import.meta.url).pathname;
     // One thread: it keeps up with these servers many times over, and a second would take CPU from them.
-    const child = spawn('wrk', ['-t1', `-c${spec.connections ?? 32}`, `-d${spec.durationSeconds ?? 5}s`, '-s', script, spec.url], {
+    // wrk takes whole seconds.
+    const child = spawn('wrk', ['-t1', `-c${spec.connections ?? 32}`, `-d${Math.max(1, Math.round(spec.durationSeconds ?? 5))}s`, '-s', script, spec.url], {
       env: { ...process.env, WRK_REQUESTS: file },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -247,38 +250,140 @@ async function runProbe(spec: LoadSpec): Promise<LoadResult> {
   return rec.summary((performance.now() - started) / 1000, Math.max(0, count - list.length));
 }
 
+/** A request's bytes, made before the clock starts (GET and the like: no body). */
+function requestBytes(base: URL, r: RequestSpec): Buffer {
+  const method = r.method ?? 'GET';
+  if (method === 'HEAD') throw new Error('paced: HEAD is not supported (its answer has no body to wait for)');
+  const lines = [`${method} ${r.path} HTTP/1.1`, `Host: ${base.host}`, ...Object.entries(r.headers ?? {}).map(([k, v]) => `${k}: ${v}`)];
+  return Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
+}
+
+const CONTENT_LENGTH = /\r\ncontent-length:[ \t]*(\d+)/i;
+const CONNECTION_CLOSE = /\r\nconnection:[ \t]*close/i;
+
+/**
+ * One keep-alive connection of the paced generator: a request at a time,
+ * answers read by their Content-Length (chunked answers are refused as
+ * errors). Much cheaper than node:http's client, whose CPU the servers
+ * measured beside it would otherwise lose.
+ */
+class PacedConnection {
+  private readonly socket: net.Socket;
+  private pending: Buffer | null = null;
+  private waiting: ((status: number | Error) => void) | null = null;
+  closed = false;
+
+  /** Resolves once connected (or failed: the first request on it then fails). */
+  readonly connected: Promise<void>;
+
+  constructor(base: URL) {
+    this.socket = net.connect({ host: base.hostname, port: Number(base.port), noDelay: true });
+    this.connected = new Promise((resolve) => {
+      this.socket.once('connect', resolve);
+      this.socket.once('close', resolve);
+    });
+    this.socket.on('data', (chunk: Buffer) => this.read(chunk));
+    const fail = (err: Error) => {
+      this.closed = true;
+      this.finish(err);
+    };
+    this.socket.on('error', fail);
+    this.socket.on('close', () => fail(new Error('connection closed')));
+  }
+
+  send(bytes: Buffer): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.waiting = (status) => (typeof status === 'number' ? resolve(status) : reject(status));
+      this.socket.write(bytes);
+    });
+  }
+
+  private read(chunk: Buffer): void {
+    const buf = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
+    const end = buf.indexOf('\r\n\r\n');
+    if (end < 0) {
+      this.pending = buf;
+      return;
+    }
+    const head = buf.toString('latin1', 0, end);
+    const length = CONTENT_LENGTH.exec(head);
+    if (!length) {
+      this.closed = true;
+      this.socket.destroy();
+      this.finish(new Error('an answer without Content-Length'));
+      return;
+    }
+    if (buf.length < end + 4 + Number(length[1])) {
+      this.pending = buf;
+      return;
+    }
+    this.pending = null;
+    if (CONNECTION_CLOSE.test(head)) {
+      this.closed = true;
+      this.socket.destroy();
+    }
+    this.finish(Number(head.slice(9, 12)));
+  }
+
+  private finish(status: number | Error): void {
+    const waiting = this.waiting;
+    this.waiting = null;
+    waiting?.(status);
+  }
+
+  destroy(): void {
+    this.closed = true;
+    this.socket.destroy();
+  }
+}
+
 async function runPaced(spec: LoadSpec): Promise<LoadResult> {
   const list = requestsOf(spec);
   const base = new URL(spec.url);
   const rate = spec.rate ?? 100;
   const maxInFlight = spec.maxInFlight ?? 256;
-  const agent = new http.Agent({ keepAlive: true, maxSockets: maxInFlight });
   const total = Math.round(rate * (spec.durationSeconds ?? 5));
+  const bytes = Array.from({ length: total }, (_, i) => requestBytes(base, list[i % list.length]));
+  // Connections open before the clock starts, as many as the closed-loop windows use: a
+  // server with none yet opens one per request at first, which measures connection set-up.
+  const all = Array.from({ length: Math.min(maxInFlight, spec.connections ?? 32) }, () => new PacedConnection(base));
+  await Promise.all(all.map((c) => c.connected));
+  // Accepted by the server's process too (a cluster primary hands each to a worker).
+  await new Promise((r) => setTimeout(r, 200));
+  const idle = all.filter((c) => !c.closed);
   const rec = recorder();
   const started = performance.now();
   let sent = 0;
   let inFlight = 0;
   await new Promise<void>((resolve) => {
+    const send = (k: number): void => {
+      const due = started + (k * 1000) / rate;
+      let c = idle.pop();
+      // One the server closed while it was idle is left behind.
+      while (c?.closed) c = idle.pop();
+      if (c === undefined) all.push((c = new PacedConnection(base)));
+      const conn = c;
+      inFlight++;
+      conn.send(bytes[k]).then(
+        (status) => {
+          rec.ok(performance.now() - due, status);
+          if (!conn.closed) idle.push(conn);
+        },
+        () => rec.error(),
+      ).finally(() => {
+        inFlight--;
+        if (sent === total && inFlight === 0) resolve();
+      });
+    };
     const tick = (): void => {
       const now = performance.now();
       // Everything due by now goes out; a request held back by maxInFlight still counts from when it was due.
-      while (sent < total && started + (sent * 1000) / rate <= now && inFlight < maxInFlight) {
-        const due = started + (sent * 1000) / rate;
-        const r = list[sent++ % list.length];
-        inFlight++;
-        sendOne(agent, base, r).then(
-          (status) => rec.ok(performance.now() - due, status),
-          () => rec.error(),
-        ).finally(() => {
-          inFlight--;
-          if (sent === total && inFlight === 0) resolve();
-        });
-      }
+      while (sent < total && started + (sent * 1000) / rate <= now && inFlight < maxInFlight) send(sent++);
       if (sent < total) setTimeout(tick, 1);
     };
     tick();
   });
-  agent.destroy();
+  for (const c of all) c.destroy();
   return rec.summary((performance.now() - started) / 1000, Math.max(0, total - list.length));
 }
 

@@ -17,7 +17,7 @@ const rate = Number(process.argv[2] ?? 2250);
 const rounds = Number(process.argv[3] ?? 3);
 buildServices();
 const dir = mkdtempSync(path.join(tmpdir(), 'bench-tail-'));
-const stack = await startLoginStack(`sqlite:${path.join(dir, 'store.db')}`, { users: 1000 });
+const stack = await startLoginStack(`sqlite:${path.join(dir, 'store.db')}`, { users: 1000, ...(process.env.LOGIN_WORKERS ? { loginEnv: { LOGIN_WORKERS: process.env.LOGIN_WORKERS } } : {}) });
 try {
   const loginMs: number[] = [];
   createInterface({ input: stack.login.child.stdout! }).on('line', (line) => {
