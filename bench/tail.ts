@@ -4,7 +4,8 @@
 // response). The difference is time before login starts on a request (the
 // kernel's and the event loop's queues) and in the client.
 //
-//   npx tsx bench/tail.ts [rate, default 2250] [rounds, default 3]
+//   [LOGIN_WORKERS=N] npx tsx bench/tail.ts [rate, default 2250] [rounds, default 3]
+// (login as one process unless LOGIN_WORKERS says otherwise)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

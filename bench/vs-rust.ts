@@ -9,6 +9,7 @@
 // saying so, where not): the load generator shares the two cores.
 //
 //   npm run bench -- --only vs-rust [--quick]
+//   VS_RUST_LOAD=autocannon: the closed-loop windows from autocannon even where wrk is installed
 //   SYNCSERVER_BIN=<path> (default ../shared/tools/syncstorage-rs/syncserver beside the checkout)
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
@@ -178,7 +179,8 @@ export async function benchVsRust(o: { seconds: number; rounds: number; users: n
       assertion: { url: ours.url, counted: oursCounted, requests: async (n) => ours.freshRequests(n) },
     };
 
-    const wrk = wrkAvailable();
+    // VS_RUST_LOAD=autocannon: autocannon even where wrk is installed, to compare the two.
+    const wrk = process.env.VS_RUST_LOAD === 'autocannon' ? { skip: 'VS_RUST_LOAD=autocannon' } : wrkAvailable();
     if ('skip' in wrk) console.log(`[vs-rust] ${wrk.skip}`);
     const generator: ClosedLoop = 'skip' in wrk ? 'autocannon' : 'wrk';
     const fastest: Record<Target, number> = { rust: FIRST_RATE, bearer: FIRST_RATE, assertion: FIRST_RATE };
