@@ -344,8 +344,8 @@ async function runPaced(spec: LoadSpec): Promise<LoadResult> {
   const maxInFlight = spec.maxInFlight ?? 256;
   const total = Math.round(rate * (spec.durationSeconds ?? 5));
   const bytes = Array.from({ length: total }, (_, i) => requestBytes(base, list[i % list.length]));
-  // Connections open before the clock starts, as many as the closed-loop windows use: a
-  // server with none yet opens one per request at first, which measures connection set-up.
+  // Connections opened before the clock starts, as many as the closed-loop windows use: with none
+  // open, the first requests would each open one and measure connection set-up.
   const all = Array.from({ length: Math.min(maxInFlight, spec.connections ?? 32) }, () => new PacedConnection(base));
   await Promise.all(all.map((c) => c.connected));
   // Accepted by the server's process too (a cluster primary hands each to a worker).
