@@ -21,6 +21,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { cpuSeconds } from './procfs.js';
 
 export interface RequestSpec {
   method?: string;
@@ -130,12 +131,6 @@ interface WrkSummary {
 
 const cpuUsageSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
 
-/** utime + stime of this process's children that have exited (wrk), seconds. */
-function reapedChildrenCpuSeconds(): number {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[13]) + Number(fields[14])) / 100;
-}
-
 async function runWrk(spec: LoadSpec): Promise<LoadResult> {
   const list = requestsOf(spec);
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-wrk-'));
@@ -144,9 +139,8 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
     const fields = (r: RequestSpec) => [r.method ?? 'GET', r.path, ...Object.entries(r.headers ?? {}).flat()];
     if (list.some((r) => fields(r).some((f) => /[\t\r\n]/.test(f)))) throw new Error('wrk: a request holds a tab or a line break');
     writeFileSync(file, list.map((r) => fields(r).join('\t')).join('\n') + '\n');
-    // Over wrk's run only: reading the list above is not load.
-    const before = reapedChildrenCpuSeconds();
-    const own = process.cpuUsage();
+    // Over wrk's run only (this process and wrk once reaped): reading the list above is not load.
+    const before = cpuSeconds(process.pid, true);
     const script = new URL('./wrk-fresh.lua', import.meta.url).pathname;
     // One thread: it keeps up with these servers many times over, and a second would take CPU from them.
     // wrk takes whole seconds.
@@ -170,7 +164,7 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
       non2xx: w.status,
       errors: w.connect + w.read + w.write + w.timeout,
       statuses: { '200': ok, ...(w.status > 0 ? { 'not 2xx': w.status } : {}) },
-      cpuSeconds: reapedChildrenCpuSeconds() - before + cpuUsageSeconds(process.cpuUsage(own)),
+      cpuSeconds: cpuSeconds(process.pid, true) - before,
       reused: Math.max(0, w.requests - list.length),
     };
   } finally {

@@ -11,6 +11,9 @@ import type { Env, GrpcAuth } from '../lib/config.js';
 import { SERVICE_NODE_ARGS } from '../lib/node-flags.js';
 import { builtEntry, ROOT } from './build.js';
 import type { LoadResult, LoadSpec } from './load.js';
+import { cpuSeconds } from './procfs.js';
+
+export { cpuSeconds };
 
 const TSX = import.meta.resolve('tsx');
 
@@ -43,17 +46,6 @@ export function vmHwm(pid: number): number {
   }
 }
 
-/** utime + stime of a process, seconds (clock ticks of 1/100 s on Linux); with `reaped`, also cutime + cstime: its children that have exited. */
-export function cpuSeconds(pid: number, reaped = false): number {
-  try {
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    const own = Number(fields[11]) + Number(fields[12]);
-    return (reaped ? own + Number(fields[13]) + Number(fields[14]) : own) / 100;
-  } catch {
-    return 0;
-  }
-}
 
 /** `pid` and its descendants alive now (a cluster primary and its workers); just `pid` where /proc has no children lists. */
 export function processTree(pid: number): number[] {
