@@ -102,7 +102,6 @@ function spawnGateway(env: Record<string, string>): Promise<{ child: ChildProces
   });
 }
 
-
 /** Asserts a 503 with Retry-After, and that nothing reached the application. */
 async function unavailable(g: Port, request: { path: string; headers: Record<string, string> }): Promise<Reply> {
   const before = upstream.reached;

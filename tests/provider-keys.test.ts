@@ -88,8 +88,7 @@ async function metricsPage(login: RunningLogin): Promise<string> {
   return (await httpRequest(`http://127.0.0.1:${login.metricsPort}/metrics`)).text;
 }
 
-/** Polls `check` until it returns true, for at most `timeoutMs`. */
-/** The waits here include a provider's refresh interval. */
+/** Polls `check` for up to 60 s: the waits here include a provider's refresh interval. */
 const eventually = (what: string, check: () => Promise<boolean>) => waitUntil(what, check, { timeoutMs: 60_000 });
 
 describe('keys by discovery (OAUTH_ISSUER alone)', () => {

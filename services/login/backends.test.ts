@@ -106,7 +106,6 @@ const backendsOf = (server: RunningServer, o: { deadlineMs?: number; streamMaxAg
     o.streamMaxAgeMs,
   );
 
-
 test('a draining directory answers the batch it read; one it did not read goes again on a new stream', async () => {
   let release!: () => void;
   const gate = new Promise<void>((resolve) => (release = resolve));

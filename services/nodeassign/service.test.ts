@@ -276,7 +276,6 @@ function gatedStore(inner: SqliteNodeStore, at: 'candidates' | 'claim') {
   return { store, open, waiting, calls };
 }
 
-
 for (const { at, ending } of [
   { at: 'candidates', ending: 'deadline' },
   { at: 'candidates', ending: 'cancel' },
