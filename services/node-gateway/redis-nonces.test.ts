@@ -8,6 +8,7 @@ import { ServiceUnavailable } from '../../lib/errors.js';
 import { pino } from 'pino';
 import { logger, type Logger } from '../../lib/log.js';
 import { redisSkipReason, startRedis, type TestRedis } from '../../tests/support/redis.js';
+import { eventually } from '../../tests/support/services.js';
 import {
   EPOCH_KEY,
   epochArgs,
@@ -231,16 +232,6 @@ function capturedLog(): { log: Logger; lines: Array<Record<string, any>> } {
   return { log: pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }), lines };
 }
 
-async function eventually<T>(what: string, probe: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 describe('RedisNonceStore epochs and eviction policy against redis-server', { skip }, () => {
   const SKEW = 60;
   let redis: TestRedis | undefined;
@@ -301,12 +292,11 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     const before = await epoch();
     assert.equal(before.floor, 0);
     await redis!.command('FLUSHALL');
-    const e = await eventually('the idle store begins a new epoch', async () => {
-      const now = await epoch();
-      return now.floor > 0 ? now : undefined;
-    });
+    let e = before;
+    await eventually('the idle store begins a new epoch', async () => (e = await epoch()).floor > 0, { pollMs: 25 });
     assert.equal(e.floor, e.since + SKEW * 1000);
-    assert.ok(lines.some((l) => /lost nonces/.test(l.msg) && l.level === 40), 'a warning in the log');
+    // The epoch is in Redis before the script's reply reaches the store that logs it.
+    await eventually('a warning in the log', () => lines.some((l) => /lost nonces/.test(l.msg) && l.level === 40), { pollMs: 25 });
     const newcomer = await open();
     const now = Date.now();
     assert.equal((await newcomer.remember(ID, 'captured', String(Math.floor(now / 1000)), now)).outcome, 'unknown');
@@ -339,14 +329,11 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
     const changed = Date.now();
     let n = 0;
-    const refusal = await eventually('refused', async () => {
-      try {
-        await s.remember(ID, `n${++n}`, ts(), now());
-        return undefined;
-      } catch (e) {
-        return e;
-      }
-    });
+    let refusal: unknown;
+    await eventually('refused', async () => {
+      refusal = await s.remember(ID, `n${++n}`, ts(), now()).then(() => undefined, (e: unknown) => e);
+      return refusal !== undefined;
+    }, { pollMs: 25 });
     const seenMs = Date.now() - changed;
     assert.ok(refusal instanceof ServiceUnavailable && /allkeys-lru.*noeviction/.test(refusal.message) && refusal.headers['Retry-After'] === '3', String(refusal));
     console.log(`# evicting policy seen after ${seenMs} ms (read every ${RECHECK_MS} ms)`);
@@ -355,7 +342,7 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     await assert.rejects(s.remember(ID, 'still', ts(), now()), ServiceUnavailable);
     assert.equal(lines.filter((l) => l.level === 50 && /nonce store refused: its maxmemory-policy is allkeys-lru/.test(l.msg)).length, 1, 'logged once');
     await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
-    await eventually('served again', async () => ((await s.remember(ID, `m${++n}`, ts(), now()).catch(() => undefined))?.outcome === 'new' ? true : undefined));
+    await eventually('served again', async () => (await s.remember(ID, `m${++n}`, ts(), now()).catch(() => undefined))?.outcome === 'new', { pollMs: 25 });
     assert.ok(lines.some((l) => /usable again/.test(l.msg)), 'the recovery is logged');
     assert.equal(await s.healthy(), true);
   });
