@@ -2,7 +2,7 @@
 // token's, node:crypto on one imported key) timed back to back, with an
 // event-loop turn between checks, and with the thread asleep between checks,
 // as a server is between requests at part load.
-// On a virtual machine the second can cost twice the first (the core's caches
+// On a virtual machine the last can cost twice the first (most likely the core's caches
 // and clock after a sleep); that is why CPU per login in a paced window is
 // higher than in a closed loop, for every server measured that way.
 //
