@@ -250,7 +250,7 @@ describe('login with LOGIN_WORKERS=2: a worker killed under load', () => {
   test('SIGKILL to one worker: only requests in flight on it fail, the other serves on, and a new worker takes its place', async () => {
     const run = load(() => login.url, idp, existing, () => `workers-new-${++fresh}@fault.example`);
     await sleep(800);
-    const victim = login.lines.find((l) => l.msg === 'login worker listening')!;
+    const victim = await login.waitFor((l) => l.msg === 'login worker listening');
     const served = (worker: number) => login.lines.filter((l) => l.msg === 'request' && l.worker === worker).length;
     assert.ok(served(victim.worker!) > 0, 'the worker to be killed was serving');
     const killedAt = Date.now();

@@ -19,7 +19,7 @@ import { httpRequest } from '../services/login/testkit.js';
 import { gatedDirectory } from './support/gated-directory.js';
 import { startLoginProcess, trustedIssuersFile, type LoginProcess, type LogLine } from './support/login-process.js';
 import { metricValue } from './support/prometheus.js';
-import { newSecret, runEntryPoint, TEST_AUTH } from './support/services.js';
+import { eventually, newSecret, runEntryPoint, TEST_AUTH } from './support/services.js';
 
 const AUDIENCE = 'http://login.workers.example';
 const TOKEN_PATH = '/1.0/sync/1.5';
@@ -98,6 +98,8 @@ describe('login with LOGIN_WORKERS=2', () => {
   });
 
   test('one primary says "login listening" once, with the worker count; each worker listens, named by its id', async () => {
+    // The primary says it when its workers listen, which can be before their own lines are written.
+    await eventually('both workers\' "login worker listening" lines', () => login.lines.filter((l) => l.msg === 'login worker listening').length >= 2);
     const primary = login.lines.filter((l) => l.msg === 'login listening');
     assert.equal(primary.length, 1);
     assert.equal(primary[0].workers, 2);

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { DEV_IDP_FILE, generateKey, loadOrCreateDevIdp } from '../lib/idp.js';
 import { httpRequest } from '../services/login/testkit.js';
 import { startNpmStart } from './support/npm-start.js';
+import { eventually } from './support/services.js';
 
 const start = startNpmStart;
 
@@ -102,11 +103,14 @@ test('npm start runs the services in processes of their own, and Ctrl-C stops ev
 test('npm start with LOGIN_WORKERS=2: login is a primary and two workers on one port; logins work; Ctrl-C stops every one', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'start-workers-'));
   const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info', LOGIN_WORKERS: '2' });
-  const lines = s.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; pid: number; port?: number; workers?: number; worker?: number });
-  const primary = lines.filter((l) => l.msg === 'login listening');
-  const workers = lines.filter((l) => l.msg === 'login worker listening');
-  const pids = [...primary, ...workers].map((l) => l.pid);
+  let pids: number[] = [];
   try {
+    // The primary says "login listening" when its workers listen, which can be before their own lines are written.
+    await eventually('both workers\' "login worker listening" lines', () => s.output().split('login worker listening').length - 1 >= 2);
+    const lines = s.output().split('\n').filter((l) => l.startsWith('{') && l.endsWith('}')).map((l) => JSON.parse(l) as { msg: string; pid: number; port?: number; workers?: number; worker?: number });
+    const primary = lines.filter((l) => l.msg === 'login listening');
+    const workers = lines.filter((l) => l.msg === 'login worker listening');
+    pids = [...primary, ...workers].map((l) => l.pid);
     assert.equal(primary.length, 1);
     assert.equal(primary[0].workers, 2);
     assert.equal(workers.length, 2);
