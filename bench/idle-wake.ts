@@ -8,45 +8,35 @@
 //
 //   npx tsx bench/idle-wake.ts [idle ms between checks, default 1] [rounds, default 3]
 import { generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
-import path from 'node:path';
 import { median } from './proc.js';
 
 const CHECKS = 800;
+const idleMs = Number(process.argv[2] ?? 1);
+const rounds = Number(process.argv[3] ?? 3);
 
-export async function idleWake(idleMs: number, rounds: number): Promise<Array<{ backToBackUs: number; afterTurnUs: number; afterIdleUs: number }>> {
-  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const inputs = Array.from({ length: CHECKS }, () => randomBytes(600).toString('base64url'));
-  const signatures = inputs.map((m) => sign('sha256', Buffer.from(m), privateKey));
-  const timed = (i: number): number => {
-    const t = process.hrtime.bigint();
-    if (!verify('sha256', Buffer.from(inputs[i]), publicKey, signatures[i])) throw new Error('a signature did not verify');
-    return Number(process.hrtime.bigint() - t) / 1000;
-  };
-  const out = [];
-  for (let r = 0; r < rounds; r++) {
-    const backToBack = inputs.map((_, i) => timed(i));
-    const afterTurn: number[] = [];
-    for (let i = 0; i < CHECKS; i++) {
-      await new Promise((resolve) => setImmediate(resolve));
-      afterTurn.push(timed(i));
-    }
-    const afterIdle: number[] = [];
-    for (let i = 0; i < CHECKS; i++) {
-      await new Promise((resolve) => setTimeout(resolve, idleMs));
-      afterIdle.push(timed(i));
-    }
-    out.push({ backToBackUs: median(backToBack), afterTurnUs: median(afterTurn), afterIdleUs: median(afterIdle) });
+const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const inputs = Array.from({ length: CHECKS }, () => randomBytes(600).toString('base64url'));
+const signatures = inputs.map((m) => sign('sha256', Buffer.from(m), privateKey));
+const timed = (i: number): number => {
+  const t = process.hrtime.bigint();
+  if (!verify('sha256', Buffer.from(inputs[i]), publicKey, signatures[i])) throw new Error('a signature did not verify');
+  return Number(process.hrtime.bigint() - t) / 1000;
+};
+for (let r = 0; r < rounds; r++) {
+  const backToBack = inputs.map((_, i) => timed(i));
+  const afterTurn: number[] = [];
+  for (let i = 0; i < CHECKS; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    afterTurn.push(timed(i));
   }
-  return out;
-}
-
-const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
-if (isMain) {
-  const idleMs = Number(process.argv[2] ?? 1);
-  for (const [i, r] of (await idleWake(idleMs, Number(process.argv[3] ?? 3))).entries()) {
-    console.log(
-      `round ${i + 1}: RS256 check back to back ${r.backToBackUs.toFixed(1)} µs, after an event-loop turn ${r.afterTurnUs.toFixed(1)} µs, ` +
-        `after ${idleMs} ms asleep ${r.afterIdleUs.toFixed(1)} µs (medians of ${CHECKS}; asleep / back to back ${(r.afterIdleUs / r.backToBackUs).toFixed(2)} ×)`,
-    );
+  const afterIdle: number[] = [];
+  for (let i = 0; i < CHECKS; i++) {
+    await new Promise((resolve) => setTimeout(resolve, idleMs));
+    afterIdle.push(timed(i));
   }
+  const [b, t, a] = [median(backToBack), median(afterTurn), median(afterIdle)];
+  console.log(
+    `round ${r + 1}: RS256 check back to back ${b.toFixed(1)} µs, after an event-loop turn ${t.toFixed(1)} µs, ` +
+      `after ${idleMs} ms asleep ${a.toFixed(1)} µs (medians of ${CHECKS}; asleep / back to back ${(a / b).toFixed(2)} ×)`,
+  );
 }

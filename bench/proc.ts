@@ -46,7 +46,6 @@ export function vmHwm(pid: number): number {
   }
 }
 
-
 /** `pid` and its descendants alive now (a cluster primary and its workers); just `pid` where /proc has no children lists. */
 export function processTree(pid: number): number[] {
   const children = (p: number): number[] => {

@@ -99,7 +99,7 @@ describe('login with LOGIN_WORKERS=2', () => {
 
   test('one primary says "login listening" once, with the worker count; each worker listens, named by its id', async () => {
     // The primary says it when its workers listen, which can be before their own lines are written.
-    await eventually('both workers\' "login worker listening" lines', () => login.lines.filter((l) => l.msg === 'login worker listening').length >= 2);
+    await eventually('both workers\' "login worker listening" lines', () => workerIds(login.lines, 'login worker listening').size === 2);
     const primary = login.lines.filter((l) => l.msg === 'login listening');
     assert.equal(primary.length, 1);
     assert.equal(primary[0].workers, 2);
