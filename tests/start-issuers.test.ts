@@ -105,11 +105,13 @@ test('npm start with LOGIN_WORKERS=2: login is a primary and two workers on one 
   const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info', LOGIN_WORKERS: '2' });
   let pids: number[] = [];
   try {
+    // Whole lines only: the output may end in the middle of one.
+    const logLines = () => s.output().split('\n').filter((l) => l.startsWith('{') && l.endsWith('}')).map((l) => JSON.parse(l) as { msg: string; pid: number; port?: number; workers?: number; worker?: number });
+    const workerLines = () => logLines().filter((l) => l.msg === 'login worker listening');
     // The primary says "login listening" when its workers listen, which can be before their own lines are written.
-    await eventually('both workers\' "login worker listening" lines', () => s.output().split('login worker listening').length - 1 >= 2);
-    const lines = s.output().split('\n').filter((l) => l.startsWith('{') && l.endsWith('}')).map((l) => JSON.parse(l) as { msg: string; pid: number; port?: number; workers?: number; worker?: number });
-    const primary = lines.filter((l) => l.msg === 'login listening');
-    const workers = lines.filter((l) => l.msg === 'login worker listening');
+    await eventually('both workers\' "login worker listening" lines', () => workerLines().length >= 2);
+    const primary = logLines().filter((l) => l.msg === 'login listening');
+    const workers = workerLines();
     pids = [...primary, ...workers].map((l) => l.pid);
     assert.equal(primary.length, 1);
     assert.equal(primary[0].workers, 2);
