@@ -68,11 +68,27 @@ test('npm start prints "node-gateway listening" once, with the real URL (issue #
   }
 });
 
+interface LogLine {
+  msg: string;
+  pid: number;
+  port?: number;
+  workers?: number;
+  worker?: number;
+}
+
+/** The JSON log lines of a process's output, whole lines only: the output may end in the middle of one. */
+function logLines(output: string): LogLine[] {
+  return output
+    .split('\n')
+    .filter((l) => l.startsWith('{') && l.endsWith('}'))
+    .map((l) => JSON.parse(l) as LogLine);
+}
+
 /** The pid on the first JSON log line whose msg matches. */
 function pidOf(stdout: string, msg: RegExp): number {
-  const line = stdout.split('\n').find((l) => l.startsWith('{') && msg.test((JSON.parse(l) as { msg: string }).msg));
+  const line = logLines(stdout).find((l) => msg.test(l.msg));
   assert.ok(line, `no line ${msg} in:\n${stdout}`);
-  return (JSON.parse(line) as { pid: number }).pid;
+  return line.pid;
 }
 
 function alive(pid: number): boolean {
@@ -105,12 +121,10 @@ test('npm start with LOGIN_WORKERS=2: login is a primary and two workers on one 
   const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info', LOGIN_WORKERS: '2' });
   let pids: number[] = [];
   try {
-    // Whole lines only: the output may end in the middle of one.
-    const logLines = () => s.output().split('\n').filter((l) => l.startsWith('{') && l.endsWith('}')).map((l) => JSON.parse(l) as { msg: string; pid: number; port?: number; workers?: number; worker?: number });
-    const workerLines = () => logLines().filter((l) => l.msg === 'login worker listening');
+    const workerLines = () => logLines(s.output()).filter((l) => l.msg === 'login worker listening');
     // The primary says "login listening" when its workers listen, which can be before their own lines are written.
     await eventually('both workers\' "login worker listening" lines', () => workerLines().length >= 2);
-    const primary = logLines().filter((l) => l.msg === 'login listening');
+    const primary = logLines(s.output()).filter((l) => l.msg === 'login listening');
     const workers = workerLines();
     pids = [...primary, ...workers].map((l) => l.pid);
     assert.equal(primary.length, 1);
