@@ -18,8 +18,8 @@ import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { cliProcess, startNpmStart, type NpmStart } from './support/npm-start.js';
 import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
 import { startOAuthProvider, type OAuthProvider } from './support/oauth-provider.js';
-import { startMariadb, startPostgres, type SqlServer } from './support/sql-servers.js';
-import { nodeRequest, startSiteProxy, startSyncServer, syncserverBinary, type NodeToken, type SiteProxy, type SyncServer } from './support/syncserver.js';
+import type { SqlServer } from './support/sql-servers.js';
+import { nodeRequest, startMozillaDatabases, startSiteProxy, startSyncServer, syncserverBinary, type MozillaDatabases, type NodeToken, type SiteProxy, type SyncServer } from './support/syncserver.js';
 
 const ACCOUNTS = 32;
 const CHANGERS = 12;
@@ -44,6 +44,7 @@ interface Account {
   record: { id: string; payload: string };
 }
 
+let databases: MozillaDatabases | undefined;
 let storageDb: SqlServer | undefined;
 let tokenDb: SqlServer | undefined;
 let proxy: SiteProxy | undefined;
@@ -111,13 +112,13 @@ async function noDrift(): Promise<void> {
 
 before(async () => {
   if (skip) return;
-  const [my, pg] = await Promise.all([startMariadb(), startPostgres()]);
-  if ('server' in my) storageDb = my.server;
-  if ('server' in pg) tokenDb = pg.server;
-  if ('skip' in my || 'skip' in pg) {
-    skip = 'skip' in my ? my.skip : (pg as { skip: string }).skip;
+  const dbs = await startMozillaDatabases();
+  if ('skip' in dbs) {
+    skip = dbs.skip;
     return;
   }
+  databases = dbs;
+  ({ storageDb, tokenDb } = dbs);
   dir = mkdtempSync(path.join(tmpdir(), 'move-from-mozilla-'));
   key = await signingKey('RS256', 'accounts-key-1');
   provider = await startOAuthProvider({ keys: [key] });
@@ -136,7 +137,7 @@ after(async () => {
   await mozilla?.stop();
   await proxy?.close();
   await provider?.close();
-  await Promise.all([storageDb?.stop(), tokenDb?.stop()]);
+  await databases?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

@@ -12,6 +12,7 @@ import type { JWK } from 'jose';
 import { hawkHeader } from '../../lib/hawk.js';
 import { jsonOrUndefined } from '../../services/login/testkit.js';
 import { freePort } from './services.js';
+import { startMariadb, startPostgres, type SqlServer } from './sql-servers.js';
 
 /** The binary's path, or why tests that need it skip. */
 export function syncserverBinary(): { bin: string } | { skip: string } {
@@ -23,6 +24,24 @@ export function syncserverBinary(): { bin: string } | { skip: string } {
     return { skip: `SYNCSERVER_BIN=${bin} is not an executable file` };
   }
   return { bin };
+}
+
+/** The databases of Mozilla's combined server: MariaDB for storage, PostgreSQL for its tokenserver. */
+export interface MozillaDatabases {
+  storageDb: SqlServer;
+  tokenDb: SqlServer;
+  stop(): Promise<void>;
+}
+
+/** Both started, or why not (one that did start is stopped again). */
+export async function startMozillaDatabases(): Promise<MozillaDatabases | { skip: string }> {
+  const [my, pg] = await Promise.all([startMariadb(), startPostgres()]);
+  if ('server' in my && 'server' in pg) {
+    const [storageDb, tokenDb] = [my.server, pg.server];
+    return { storageDb, tokenDb, stop: async () => void (await Promise.all([storageDb.stop(), tokenDb.stop()])) };
+  }
+  await Promise.all(['server' in my ? my.server.stop() : undefined, 'server' in pg ? pg.server.stop() : undefined]);
+  return { skip: 'skip' in my ? my.skip : (pg as { skip: string }).skip };
 }
 
 /** Mozilla's tokenserver settings (combined mode), as its README configures them. */
