@@ -99,6 +99,12 @@ describe('Bearer (DESIGN §9.1, §9.3)', () => {
     assert.equal(payloadOf(res).fxa_kid, '0000000000042-_w');
   });
 
+  test('an empty client state in X-KeyID: fxa_kid is the padded kca and a dash, as both Mozilla servers write it', async () => {
+    const res = await bearer(newSub(), { kca: 1000, generation: 1000, state: '' });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(payloadOf(res).fxa_kid, '0000000001000-');
+  });
+
   test('every §9.1 refusal with its status', async () => {
     const now = Math.floor(Date.now() / 1000);
     const sub = newSub();

@@ -4,7 +4,8 @@
 // e-mail domain, metrics secret and node type. Each case sends one request
 // to both. Where docs/compatibility.md says the two agree, the answers must be
 // equal: status, status string and `errors` entry, or for a 200 the duration,
-// hashalg, node_type, hashed_fxa_uid and the endpoint's path. Where it lists a
+// hashalg, node_type, hashed_fxa_uid, the endpoint's path and the token's
+// payload (fxa_uid, fxa_kid, the hashed ids, its lifetime) and key. Where it lists a
 // difference, each side must give the answer written here, so a change on
 // either side shows. Mozilla's syncserver (tokenserver on PostgreSQL, storage
 // on MariaDB) and our `npm start` run as users run them.
@@ -14,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { derivedSecret, parseToken } from '../lib/token.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { startNpmStart, type NpmStart } from './support/npm-start.js';
 import { accessToken, compactJws, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
@@ -34,6 +36,8 @@ let key: SigningKey;
 /** Another RSA key under the same kid: a forged signature to both servers. */
 let forger: SigningKey;
 let dir = '';
+/** Both servers sign tokens with it (ours with TOKEN_SECRETS=master), as on a site that moved. */
+const masterSecret = randomBytes(32).toString('hex');
 
 before(async () => {
   if (skip) return;
@@ -46,7 +50,6 @@ before(async () => {
   key = await signingKey('RS256', 'accounts-key-1');
   forger = await signingKey('RS256', 'accounts-key-1');
   provider = await startOAuthProvider({ keys: [key] });
-  const masterSecret = randomBytes(32).toString('hex');
   const metricsHashSecret = randomBytes(24).toString('hex');
   mozilla = await startSyncServer({
     bin: (binary as { bin: string }).bin,
@@ -91,8 +94,8 @@ function token(sub: string, claims: Record<string, unknown> = {}, header: Record
 }
 
 /** Firefox's token request for a new account, with the token, X-KeyID or other headers changed. */
-async function firefox(o: { sub?: string; claims?: Record<string, unknown>; header?: Record<string, unknown>; signer?: SigningKey; scheme?: string; keyId?: string | null; headers?: Record<string, string> } = {}): Promise<Request> {
-  const headers: Record<string, string> = { Authorization: `${o.scheme ?? 'Bearer '}${await token(o.sub ?? newSub(), o.claims, o.header, o.signer)}` };
+async function firefox(o: { sub?: string; claims?: Record<string, unknown>; header?: Record<string, unknown>; signer?: SigningKey; authPrefix?: string; keyId?: string | null; headers?: Record<string, string> } = {}): Promise<Request> {
+  const headers: Record<string, string> = { Authorization: `${o.authPrefix ?? 'Bearer '}${await token(o.sub ?? newSub(), o.claims, o.header, o.signer)}` };
   if (o.keyId !== null) headers['X-KeyID'] = o.keyId ?? keyIdHeader(1000, 'aaaa');
   return { headers: { ...headers, ...o.headers } };
 }
@@ -108,10 +111,29 @@ function summary(res: HttpResponse): string {
   return `${res.status} ${body.status} ${body.errors.map((e) => `${e.location}/${e.name}/${e.description}`).join(' ')}`;
 }
 
-/** A 200's fields that both servers must give alike (uids and node URLs are each server's own). */
+/**
+ * A 200's fields that both servers must give alike (uids, node URLs and salts are each server's own),
+ * and the token's: read by our parser under the shared secret, its key the one derived from it.
+ */
 function grant(res: HttpResponse) {
-  const body = res.json as { duration: number; hashalg: string; node_type: string; hashed_fxa_uid: string; api_endpoint: string; uid: number };
-  return { duration: body.duration, hashalg: body.hashalg, node_type: body.node_type, hashed_fxa_uid: body.hashed_fxa_uid, endpointPath: new URL(body.api_endpoint).pathname.endsWith(`/1.5/${body.uid}`) };
+  const body = res.json as { id: string; key: string; duration: number; hashalg: string; node_type: string; hashed_fxa_uid: string; api_endpoint: string; uid: number };
+  const { payload } = parseToken(body.id, [masterSecret]);
+  return {
+    duration: body.duration,
+    hashalg: body.hashalg,
+    node_type: body.node_type,
+    hashed_fxa_uid: body.hashed_fxa_uid,
+    endpointPath: new URL(body.api_endpoint).pathname.endsWith(`/1.5/${body.uid}`),
+    token: {
+      uid: payload.uid === body.uid,
+      keyDerived: body.key === derivedSecret(body.id, payload.salt, masterSecret),
+      minutesLeft: Math.round((payload.expires - Date.now() / 1000) / 60),
+      fxa_uid: payload.fxa_uid,
+      fxa_kid: payload.fxa_kid,
+      hashed_fxa_uid: payload.hashed_fxa_uid,
+      hashed_device_id: payload.hashed_device_id,
+    },
+  };
 }
 
 async function both(req: Request): Promise<{ mozilla: HttpResponse; ours: HttpResponse }> {
@@ -146,7 +168,7 @@ describe("where Mozilla's tokenserver and ours answer alike", () => {
     ['no Authorization', async () => ({ headers: {} }), `401 error ${UNAUTHORIZED}`],
     ['"Bearer" without a token', async () => ({ headers: { Authorization: 'Bearer' } }), `401 error ${UNAUTHORIZED}`],
     ['a scheme neither speaks (Basic)', async () => ({ headers: { Authorization: 'Basic Zm9vOmJhcg==' } }), '401 error body//Unsupported'],
-    ['the scheme in lower case', () => firefox({ scheme: 'bearer ' }), '200'],
+    ['the scheme in lower case', () => firefox({ authPrefix: 'bearer ' }), '200'],
     ['a token that is not a JWS', async () => ({ headers: { Authorization: 'Bearer abc', 'X-KeyID': keyIdHeader(1000, 'aaaa') } }), INVALID_CREDENTIALS],
     ['no X-KeyID', () => firefox({ keyId: null }), '401 invalid-key-id header//Missing X-KeyID header'],
     ...['abc', '1000', '-qqo', 'x-qqo', '1000-qqo=', '1000-qq!o', '1e3-qqo', '-1-qqo', '99999999999999999999-qqo'].map(
@@ -237,7 +259,7 @@ describe('where docs/compatibility.md says they differ, each answers as it says'
     ['HEAD', async () => ({ ...(await firefox()), method: 'HEAD' }), { mozilla: '405 empty', ours: '200' }],
     ['an unknown path', async () => ({ path: '/1.0/sync', headers: {} }), { mozilla: '404 empty', ours: '404 error url//no such endpoint' }],
     ['the token path with a trailing slash', async () => ({ ...(await firefox()), path: `${TOKEN_PATH}/` }), { mozilla: '404 empty', ours: '200' }],
-    ['two spaces after "Bearer"', () => firefox({ scheme: 'Bearer  ' }), { mozilla: INVALID_CREDENTIALS, ours: '200' }],
+    ['two spaces after "Bearer"', () => firefox({ authPrefix: 'Bearer  ' }), { mozilla: INVALID_CREDENTIALS, ours: '200' }],
     ["X-Client-State in upper case, X-KeyID's in lower", () => firefox({ keyId: keyIdHeader(1000, 'abcd'), headers: { 'X-Client-State': 'ABCD' } }), { mozilla: `401 invalid-client-state ${UNAUTHORIZED}`, ours: '200' }],
     ['a 45-byte client state in X-KeyID', () => firefox({ keyId: `1000-${'A'.repeat(60)}` }), { mozilla: '500 internal-error internal//Server error', ours: INVALID_CREDENTIALS }],
     ['a 300-character sub', () => firefox({ sub: 'a'.repeat(300) }), { mozilla: '500 internal-error internal//Server error', ours: INVALID_CREDENTIALS }],

@@ -47,15 +47,15 @@ test('apiEndpoint: <node>/<version>/<uid>, without doubled slashes', () => {
   assert.equal(apiEndpoint('https://node.example/', '1.5', 42), 'https://node.example/1.5/42');
 });
 
-test('keyId: padded generation and base64url client state; undefined unless hex', () => {
+test('keyId: padded generation and base64url client state (none for an empty one); undefined unless hex', () => {
   assert.equal(keyId(1_700_000_000_000, '0123456789abcdef0123456789abcdef'), '1700000000000-ASNFZ4mrze8BI0VniavN7w');
   assert.equal(keyId(5, 'ff'), '0000000000005-_w');
-  assert.equal(keyId(5, ''), undefined);
+  assert.equal(keyId(5, ''), '0000000000005-');
   assert.equal(keyId(5, 'abc'), undefined);
   assert.equal(keyId(5, 'client.state'), undefined);
 });
 
-test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, the metrics hashes, fxa_kid when hex; never tokenserver_origin', () => {
+test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, the metrics hashes, fxa_kid unless the state is not hex; never tokenserver_origin', () => {
   const base = { uid: 7, node: 'https://n.example', fxaUid: 'abc123', hashedFxaUid: 'h'.repeat(32), hashedDeviceId: 'd'.repeat(32), generation: 3, nowSeconds: 1000.9, duration: 60, salt: 'a1b2c3' };
   assert.deepEqual(tokenPayload({ ...base, clientState: '' }), {
     uid: 7,
@@ -63,9 +63,11 @@ test('tokenPayload: tokenlib fields, expires from now + duration, fxa_uid, the m
     expires: 1060,
     salt: 'a1b2c3',
     fxa_uid: 'abc123',
+    fxa_kid: '0000000000003-',
     hashed_fxa_uid: 'h'.repeat(32),
     hashed_device_id: 'd'.repeat(32),
   });
+  assert.ok(!('fxa_kid' in tokenPayload({ ...base, clientState: 'client.state' })), 'a state that is not hex has no bytes to name');
   const withKid = tokenPayload({ ...base, clientState: 'aabb' });
   assert.equal(withKid.fxa_kid, '0000000000003-qrs');
   assert.ok(!('tokenserver_origin' in withKid));

@@ -51,10 +51,11 @@ export function apiEndpoint(node: string, version: string, uid: number): string 
  * tokenlib's `fxa_kid` (DESIGN §9.3): zero-padded keys_changed_at (or the
  * generation when the user has none), a dash, the client state's
  * bytes in urlsafe base64 — the key id storage nodes of Mozilla's token
- * servers expect. Only defined for a hex client state.
+ * servers expect. An empty client state is no bytes (`0000000001000-`), as
+ * both Mozilla servers write it; undefined for a state that is not hex.
  */
 export function keyId(keysChangedAtOrGeneration: number, clientState: string): string | undefined {
-  if (!/^(?:[0-9a-fA-F]{2})+$/.test(clientState)) return undefined;
+  if (!/^(?:[0-9a-fA-F]{2})*$/.test(clientState)) return undefined;
   return `${String(keysChangedAtOrGeneration).padStart(13, '0')}-${Buffer.from(clientState, 'hex').toString('base64url')}`;
 }
 
