@@ -234,6 +234,12 @@ describe("where Mozilla's tokenserver and ours answer alike", () => {
       ['an older generation', 1500, 2000, 'bbbb', `401 invalid-generation ${UNAUTHORIZED}`],
       ['no generation', undefined, 2000, 'bbbb', '200'],
       ['back to the current one', 2000, 2000, 'bbbb', '200'],
+      ['a newer keys_changed_at and generation, the same state', 2500, 2500, 'bbbb', '200'],
+      ['no keys_changed_at once one is recorded', 2500, 0, 'bbbb', `401 invalid-keysChangedAt ${UNAUTHORIZED}`],
+      ['an empty state after a non-empty one', 4000, 4000, '', '401 invalid-client-state header/X-Client-State/Unacceptable client-state value empty string'],
+      ['a new state with a new generation but the same keys_changed_at', 4000, 2500, 'cccc', '401 invalid-client-state header/X-Client-State/Unacceptable client-state value new value with no keys_changed_at change'],
+      ['a second reset', 5000, 5000, 'cccc', '200'],
+      ['the first reset\'s state again', 6000, 6000, 'bbbb', '401 invalid-client-state header/X-Client-State/Unacceptable client-state value stale value'],
     ];
     const uids: Array<{ mozilla: number; ours: number }> = [];
     for (const [step, generation, kca, state, expected] of steps) {
@@ -242,9 +248,9 @@ describe("where Mozilla's tokenserver and ours answer alike", () => {
         if (expected === '200') uids.push({ mozilla: r.mozilla.json.uid, ours: r.ours.json.uid });
       });
     }
-    // The reset gave a new uid on both servers, and only the reset.
+    // Each reset gave a new uid on both servers, and nothing else did.
     const changes = (side: 'mozilla' | 'ours') => uids.filter((u, i) => i > 0 && u[side] !== uids[i - 1][side]).length;
-    assert.deepEqual([changes('mozilla'), changes('ours')], [1, 1], JSON.stringify(uids));
+    assert.deepEqual([changes('mozilla'), changes('ours')], [2, 2], JSON.stringify(uids));
   });
 });
 
