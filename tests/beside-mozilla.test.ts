@@ -7,14 +7,16 @@
 // hashalg, node_type, hashed_fxa_uid, the endpoint's path and the token's
 // payload (fxa_uid, fxa_kid, the hashed ids, its lifetime) and key. Where it lists a
 // difference, each side must give the answer written here, so a change on
-// either side shows. Mozilla's syncserver (tokenserver on PostgreSQL, storage
-// on MariaDB) and our `npm start` run as users run them.
+// either side shows. Last, Hawk: one token of ours, used on Mozilla's storage
+// node and on our node-gateway. Mozilla's syncserver (tokenserver on
+// PostgreSQL, storage on MariaDB) and our `npm start` run as users run them.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { hawkHeader } from '../lib/hawk.js';
 import { derivedSecret, parseToken } from '../lib/token.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { startNpmStart, type NpmStart } from './support/npm-start.js';
@@ -300,5 +302,62 @@ describe('where docs/compatibility.md says they differ, each answers as it says'
       [ok.mozilla, ok.ours, refused.mozilla, refused.ours].map((r) => [r.status, /^\d+$/.test(r.header('x-timestamp') ?? '')]),
       [[200, true], [200, true], [401, false], [401, true]],
     );
+  });
+});
+
+describe("Hawk: Mozilla's storage node beside our node-gateway, one token of ours for both", () => {
+  /** A token from our login for a new account; both check it with the shared master secret. */
+  let grantOf: { id: string; key: string; uid: number; api_endpoint: string } | undefined;
+  const grantFor = async () => {
+    if (grantOf) return grantOf;
+    const res = await httpRequest(`${ours!.loginUrl}${TOKEN_PATH}`, await firefox());
+    assert.equal(res.status, 200, res.text);
+    return (grantOf = res.json);
+  };
+  /** The same request, signed by `sign` for each server's own URL: Mozilla's node serves storage itself, ours through the gateway. */
+  async function hawkBoth(o: { method?: string; path: string; body?: string; sign: (url: string, method: string, grant: { id: string; key: string }) => string; twice?: boolean }) {
+    const grant = await grantFor();
+    const send = async (url: string) => {
+      const method = o.method ?? 'GET';
+      const request = () => httpRequest(url, { method, body: o.body, headers: { Authorization: o.sign(url, method, grant), ...(o.body === undefined ? {} : { 'Content-Type': 'application/json' }) } });
+      const first = await request();
+      return o.twice ? request() : first;
+    };
+    const [m, g] = await Promise.all([send(`${mozilla!.url}/1.5/${grant.uid}/${o.path}`), send(`${grant.api_endpoint}/${o.path}`)]);
+    return { mozilla: m.status, ours: g.status, statusString: g.json?.status, context: `Mozilla: ${m.status} ${m.text}\nours: ${g.status} ${g.text}` };
+  }
+  const signed = (extra: Partial<Parameters<typeof hawkHeader>[0]> = {}) => (url: string, method: string, grant: { id: string; key: string }) => hawkHeader({ id: grant.id, key: grant.key, method, url, ...extra });
+
+  test('a fresh, well-signed request: both serve it', async (t) => {
+    if (skip) return t.skip(skip);
+    const r = await hawkBoth({ path: 'info/collections', sign: signed() });
+    assert.deepEqual([r.mozilla, r.ours], [200, 200], r.context);
+  });
+
+  test('a wrong key, or a MAC over another path: both refuse it', async (t) => {
+    if (skip) return t.skip(skip);
+    const wrongKey = await hawkBoth({ path: 'info/collections', sign: (url, method, grant) => hawkHeader({ id: grant.id, key: `${grant.key}x`, method, url }) });
+    const otherPath = await hawkBoth({ path: 'info/collections', sign: (url, method, grant) => hawkHeader({ id: grant.id, key: grant.key, method, url: `${url}x` }) });
+    assert.deepEqual([wrongKey.mozilla, wrongKey.ours, otherPath.mozilla, otherPath.ours], [401, 401, 401, 401], `${wrongKey.context}\n${otherPath.context}`);
+  });
+
+  test("signed an hour ago: Mozilla's node serves it, the gateway answers 401 invalid-timestamp", async (t) => {
+    if (skip) return t.skip(skip);
+    const r = await hawkBoth({ path: 'info/collections', sign: signed({ ts: nowSeconds() - 3600 }) });
+    assert.deepEqual([r.mozilla, r.ours, r.statusString], [200, 401, 'invalid-timestamp'], r.context);
+  });
+
+  test("the same request twice: Mozilla's node serves both, the gateway refuses the second", async (t) => {
+    if (skip) return t.skip(skip);
+    const nonce = randomBytes(9).toString('base64url');
+    const ts = nowSeconds();
+    const r = await hawkBoth({ path: 'info/collections', sign: signed({ nonce, ts }), twice: true });
+    assert.deepEqual([r.mozilla, r.ours], [200, 401], r.context);
+  });
+
+  test("a payload hash that does not match the body: Mozilla's node stores the body, the gateway answers 401", async (t) => {
+    if (skip) return t.skip(skip);
+    const r = await hawkBoth({ method: 'POST', path: 'storage/bookmarks', body: '[]', sign: signed({ payload: '[1]', contentType: 'application/json' }) });
+    assert.deepEqual([r.mozilla, r.ours], [200, 401], r.context);
   });
 });
