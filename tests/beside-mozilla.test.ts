@@ -280,6 +280,12 @@ describe('where docs/compatibility.md says they differ, each answers as it says'
     ['fxa-generation a string', () => firefox({ claims: { 'fxa-generation': '1000' } }), { mozilla: INVALID_CREDENTIALS, ours: `401 invalid-generation ${UNAUTHORIZED}` }],
     ['fxa-generation a fraction', () => firefox({ claims: { 'fxa-generation': 1000.5 } }), { mozilla: INVALID_CREDENTIALS, ours: `401 invalid-generation ${UNAUTHORIZED}` }],
     ['a BrowserID assertion', async () => ({ headers: { Authorization: 'BrowserID abc' } }), { mozilla: '401 error body//Unsupported', ours: INVALID_CREDENTIALS }],
+    ['exp two days ahead (beyond MAX_ACCESS_TOKEN_LIFETIME)', () => firefox({ claims: { exp: nowSeconds() + 2 * 86_400 } }), { mozilla: '200', ours: `401 invalid-timestamp ${UNAUTHORIZED}` }],
+    ['fxa-generation above 2^53', () => firefox({ claims: { 'fxa-generation': 2 ** 53 + 2 } }), { mozilla: '200', ours: `401 invalid-generation ${UNAUTHORIZED}` }],
+    ['keys_changed_at above 2^53 in X-KeyID', () => firefox({ keyId: keyIdHeader(2 ** 53 + 2, 'aaaa') }), { mozilla: '200', ours: INVALID_CREDENTIALS }],
+    ['an empty X-KeyID', () => firefox({ keyId: '' }), { mozilla: INVALID_CREDENTIALS, ours: '401 invalid-key-id header//Missing X-KeyID header' }],
+    ['X-KeyID with a space inside', () => firefox({ keyId: '1000- qqo' }), { mozilla: INVALID_CREDENTIALS, ours: '401 invalid-key-id header//Invalid X-KeyID header' }],
+    ['?duration given twice', async () => ({ ...(await firefox()), path: `${TOKEN_PATH}?duration=100&duration=200` }), { mozilla: '400 error url//invalid query params', ours: '200' }],
   ];
   for (const [name, request, expected] of cases) {
     test(name, async (t) => {
