@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { parseToken } from '../lib/token.js';
 import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { cliProcess, startNpmStart, type NpmStart } from './support/npm-start.js';
 import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
@@ -236,7 +237,7 @@ test("import prints what to set on login before it starts: the accounts' e-mail 
   assert.match(settings, /NODE_TYPE: .*node_type/, importOutput);
 });
 
-test('every account: the same uid and api_endpoint at the same URL, the same hashed_fxa_uid, its data back; tokens issued before the switch still work', async (t) => {
+test('every account: the same uid and api_endpoint at the same URL, the same hashed_fxa_uid and token ids (fxa_uid, fxa_kid, hashed ids), its data back; tokens issued before the switch still work', async (t) => {
   if (skip) return t.skip(skip);
   assert.ok(ours, 'the move ran');
   for (const a of accounts) {
@@ -248,6 +249,13 @@ test('every account: the same uid and api_endpoint at the same URL, the same has
     assert.equal(res.json.api_endpoint, a.token.api_endpoint);
     assert.equal(res.json.hashed_fxa_uid, a.token.hashed_fxa_uid);
     assert.equal(res.json.node_type, a.token.node_type, 'node_type as Mozilla sent it (NODE_TYPE)');
+    // A storage node that keys users by fxa_uid and fxa_kid (Mozilla's Spanner ones) sees the same user.
+    const ids = (id: string) => {
+      const { payload } = parseToken(id, [masterSecret]);
+      return { fxa_uid: payload.fxa_uid, fxa_kid: payload.fxa_kid, hashed_fxa_uid: payload.hashed_fxa_uid, hashed_device_id: payload.hashed_device_id };
+    };
+    assert.deepEqual(ids(res.json.id), ids(a.token.id), a.sub);
+    assert.match(String(ids(a.token.id).fxa_kid), /^\d{13}-[A-Za-z0-9_-]+$/);
     const got = await nodeRequest(res.json, 'GET', `storage/passwords/${a.record.id}`);
     assert.equal(got.status, 200, got.text);
     assert.equal(got.json.payload, a.record.payload);
