@@ -312,17 +312,17 @@ describe('where docs/compatibility.md says they differ, each answers as it says'
 });
 
 describe("Hawk: Mozilla's storage node beside our node-gateway, one token of ours for both", () => {
+  type Grant = { id: string; key: string; uid: number; api_endpoint: string };
   /** A token from our login for a new account; both check it with the shared master secret. */
-  let grantOf: { id: string; key: string; uid: number; api_endpoint: string } | undefined;
-  const grantFor = async () => {
-    if (grantOf) return grantOf;
-    const res = await httpRequest(`${ours!.loginUrl}${TOKEN_PATH}`, await firefox());
+  const newGrant = async (keyId?: string): Promise<Grant> => {
+    const res = await httpRequest(`${ours!.loginUrl}${TOKEN_PATH}`, await firefox({ keyId }));
     assert.equal(res.status, 200, res.text);
-    return (grantOf = res.json);
+    return res.json;
   };
+  let shared: Grant | undefined;
   /** The same request, signed by `sign` for each server's own URL: Mozilla's node serves storage itself, ours through the gateway. */
-  async function hawkBoth(o: { method?: string; path: string; body?: string; sign: (url: string, method: string, grant: { id: string; key: string }) => string; twice?: boolean }) {
-    const grant = await grantFor();
+  async function hawkBoth(o: { method?: string; path: string; body?: string; sign: (url: string, method: string, grant: { id: string; key: string }) => string; twice?: boolean; grant?: Grant }) {
+    const grant = o.grant ?? (shared ??= await newGrant());
     const send = async (url: string) => {
       const method = o.method ?? 'GET';
       const request = () => httpRequest(url, { method, body: o.body, headers: { Authorization: o.sign(url, method, grant), ...(o.body === undefined ? {} : { 'Content-Type': 'application/json' }) } });
@@ -337,6 +337,12 @@ describe("Hawk: Mozilla's storage node beside our node-gateway, one token of our
   test('a fresh, well-signed request: both serve it', async (t) => {
     if (skip) return t.skip(skip);
     const r = await hawkBoth({ path: 'info/collections', sign: signed() });
+    assert.deepEqual([r.mozilla, r.ours], [200, 200], r.context);
+  });
+
+  test("a token for an empty client state (its fxa_kid the padded kca and a dash): both serve it", async (t) => {
+    if (skip) return t.skip(skip);
+    const r = await hawkBoth({ path: 'info/collections', sign: signed(), grant: await newGrant('1000-') });
     assert.deepEqual([r.mozilla, r.ours], [200, 200], r.context);
   });
 
