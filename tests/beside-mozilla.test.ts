@@ -22,7 +22,7 @@ import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { startNpmStart, type NpmStart } from './support/npm-start.js';
 import { accessToken, compactJws, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
 import { startOAuthProvider, type OAuthProvider } from './support/oauth-provider.js';
-import { startMozillaDatabases, startSyncServer, syncserverBinary, type MozillaDatabases, type SyncServer } from './support/syncserver.js';
+import { startMozillaDatabases, startSyncServer, syncserverBinary, type MozillaDatabases, type SyncServer, userIds } from './support/syncserver.js';
 
 const FXA_EMAIL_DOMAIN = 'api.accounts.side-by-side.example';
 const NODE_TYPE = 'mysql';
@@ -130,10 +130,7 @@ function grant(res: HttpResponse) {
       uid: payload.uid === body.uid,
       keyDerived: body.key === derivedSecret(body.id, payload.salt, masterSecret),
       minutesLeft: Math.round((payload.expires - Date.now() / 1000) / 60),
-      fxa_uid: payload.fxa_uid,
-      fxa_kid: payload.fxa_kid,
-      hashed_fxa_uid: payload.hashed_fxa_uid,
-      hashed_device_id: payload.hashed_device_id,
+      ...userIds(payload),
     },
   };
 }

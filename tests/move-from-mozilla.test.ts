@@ -19,8 +19,7 @@ import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import { cliProcess, startNpmStart, type NpmStart } from './support/npm-start.js';
 import { accessToken, keyIdHeader, OLDSYNC_SCOPE, signingKey, type SigningKey } from './support/oauth.js';
 import { startOAuthProvider, type OAuthProvider } from './support/oauth-provider.js';
-import type { SqlServer } from './support/sql-servers.js';
-import { nodeRequest, startMozillaDatabases, startSiteProxy, startSyncServer, syncserverBinary, type MozillaDatabases, type NodeToken, type SiteProxy, type SyncServer } from './support/syncserver.js';
+import { nodeRequest, startMozillaDatabases, startSiteProxy, startSyncServer, syncserverBinary, type MozillaDatabases, type NodeToken, type SiteProxy, type SyncServer, userIds } from './support/syncserver.js';
 
 const ACCOUNTS = 32;
 const CHANGERS = 12;
@@ -46,8 +45,6 @@ interface Account {
 }
 
 let databases: MozillaDatabases | undefined;
-let storageDb: SqlServer | undefined;
-let tokenDb: SqlServer | undefined;
 let proxy: SiteProxy | undefined;
 let mozilla: SyncServer | undefined;
 let ours: NpmStart | undefined;
@@ -119,7 +116,6 @@ before(async () => {
     return;
   }
   databases = dbs;
-  ({ storageDb, tokenDb } = dbs);
   dir = mkdtempSync(path.join(tmpdir(), 'move-from-mozilla-'));
   key = await signingKey('RS256', 'accounts-key-1');
   provider = await startOAuthProvider({ keys: [key] });
@@ -128,8 +124,8 @@ before(async () => {
   mozilla = await startSyncServer({
     bin,
     masterSecret,
-    storageDbUrl: storageDb!.url,
-    tokenserver: { databaseUrl: tokenDb!.url, nodeUrl: proxy.url, nodeType: NODE_TYPE, fxaEmailDomain: FXA_EMAIL_DOMAIN, fxaMetricsHashSecret: metricsHashSecret, jwk: key.publicJwk },
+    storageDbUrl: dbs.storageDb.url,
+    tokenserver: { databaseUrl: dbs.tokenDb.url, nodeUrl: proxy.url, nodeType: NODE_TYPE, fxaEmailDomain: FXA_EMAIL_DOMAIN, fxaMetricsHashSecret: metricsHashSecret, jwk: key.publicJwk },
   });
 });
 
@@ -170,13 +166,13 @@ test("Mozilla's combined server: 32 Firefox accounts log in, 12 change client st
     assert.equal(write.status, 200, write.text);
     accounts.push(account);
   }
-  const rows = await tokenDb!.query('SELECT count(*) AS n, count(replaced_at) AS replaced FROM users');
+  const rows = await databases!.tokenDb.query('SELECT count(*) AS n, count(replaced_at) AS replaced FROM users');
   assert.deepEqual(rows.map((r) => [Number(r.n), Number(r.replaced)]), [[ACCOUNTS + CHANGERS, CHANGERS]]);
 });
 
 /** Mozilla's tokenserver database as the README's import names it: the password goes in PGPASSWORD. */
 function importSource(): { from: string; env: Record<string, string> } {
-  const source = new URL(tokenDb!.url);
+  const source = new URL(databases!.tokenDb.url);
   const password = decodeURIComponent(source.password);
   source.password = '';
   return { from: source.href, env: { PGPASSWORD: password } };
@@ -250,12 +246,9 @@ test('every account: the same uid and api_endpoint at the same URL, the same has
     assert.equal(res.json.hashed_fxa_uid, a.token.hashed_fxa_uid);
     assert.equal(res.json.node_type, a.token.node_type, 'node_type as Mozilla sent it (NODE_TYPE)');
     // A storage node that keys users by fxa_uid and fxa_kid (Mozilla's Spanner ones) sees the same user.
-    const ids = (id: string) => {
-      const { payload } = parseToken(id, [masterSecret]);
-      return { fxa_uid: payload.fxa_uid, fxa_kid: payload.fxa_kid, hashed_fxa_uid: payload.hashed_fxa_uid, hashed_device_id: payload.hashed_device_id };
-    };
-    assert.deepEqual(ids(res.json.id), ids(a.token.id), a.sub);
-    assert.match(String(ids(a.token.id).fxa_kid), /^\d{13}-[A-Za-z0-9_-]+$/);
+    const mozillas = userIds(parseToken(a.token.id, [masterSecret]).payload);
+    assert.deepEqual(userIds(parseToken(res.json.id, [masterSecret]).payload), mozillas, a.sub);
+    assert.match(String(mozillas.fxa_kid), /^\d{13}-[A-Za-z0-9_-]+$/);
     const got = await nodeRequest(res.json, 'GET', `storage/passwords/${a.record.id}`);
     assert.equal(got.status, 200, got.text);
     assert.equal(got.json.payload, a.record.payload);

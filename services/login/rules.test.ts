@@ -47,7 +47,7 @@ test('apiEndpoint: <node>/<version>/<uid>, without doubled slashes', () => {
   assert.equal(apiEndpoint('https://node.example/', '1.5', 42), 'https://node.example/1.5/42');
 });
 
-test('keyId: padded generation and base64url client state (none for an empty one); undefined unless hex', () => {
+test('keyId: padded generation and base64url client state (no bytes for an empty one); undefined unless hex', () => {
   assert.equal(keyId(1_700_000_000_000, '0123456789abcdef0123456789abcdef'), '1700000000000-ASNFZ4mrze8BI0VniavN7w');
   assert.equal(keyId(5, 'ff'), '0000000000005-_w');
   assert.equal(keyId(5, ''), '0000000000005-');

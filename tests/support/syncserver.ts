@@ -10,6 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { JWK } from 'jose';
 import { hawkHeader } from '../../lib/hawk.js';
+import type { TokenPayload } from '../../lib/token.js';
 import { jsonOrUndefined } from '../../services/login/testkit.js';
 import { freePort } from './services.js';
 import { startMariadb, startPostgres, type SqlServer } from './sql-servers.js';
@@ -168,6 +169,11 @@ export interface NodeToken {
   id: string;
   key: string;
   api_endpoint: string;
+}
+
+/** A token payload's ids of its user, as a storage node reads them (Mozilla's Spanner nodes key users by fxa_uid and fxa_kid). */
+export function userIds(payload: TokenPayload): Pick<TokenPayload, 'fxa_uid' | 'fxa_kid' | 'hashed_fxa_uid' | 'hashed_device_id'> {
+  return { fxa_uid: payload.fxa_uid, fxa_kid: payload.fxa_kid, hashed_fxa_uid: payload.hashed_fxa_uid, hashed_device_id: payload.hashed_device_id };
 }
 
 export interface NodeResponse {
