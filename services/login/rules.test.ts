@@ -99,3 +99,27 @@ test('accountId: the local part at the FxA e-mail domain, an opaque HMAC of the 
   assert.notEqual(accountId(`${hex}@evil.api.accounts.firefox.com`, fxa, key), hex, 'nor a subdomain');
   assert.match(accountId('@api.accounts.firefox.com', fxa, key), /^[0-9a-f]{32}$/, 'an empty local part is no account id');
 });
+
+// Found missing by mutation testing (npm run mutation -- services/login/rules.ts).
+
+test('unsupportedApplication: the log message names what is not served', () => {
+  const apps = new Map([['sync', new Set(['1.5'])]]);
+  assert.equal(unsupportedApplication(apps, 'notes', '1.5').message, 'unknown application notes');
+  assert.equal(unsupportedApplication(apps, 'sync', '1.2').message, 'unknown version 1.2 of sync');
+});
+
+test('acceptsJson: a header of blanks is no header; q is found among other parameters', () => {
+  assert.equal(acceptsJson('  '), true);
+  assert.equal(acceptsJson('application/json;charset=utf-8;q=0'), false);
+  assert.equal(acceptsJson('application/json; charset=utf-8; q=0.5'), true);
+});
+
+test('tokenDuration: only a string is read; an array of one value is ignored like any other', () => {
+  assert.equal(tokenDuration(['60'], 3600), 3600);
+  assert.equal(tokenDuration(60, 3600), 3600);
+});
+
+test('apiEndpoint: every trailing slash of the node goes', () => {
+  assert.equal(apiEndpoint('https://node.example//', '1.5', 42), 'https://node.example/1.5/42');
+  assert.equal(apiEndpoint('https://node.example/base///', '1.5', 42), 'https://node.example/base/1.5/42');
+});
