@@ -30,6 +30,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/directory/rules.ts': ['services/directory/rules.test.ts', 'services/directory/rules-kca.test.ts'],
   'services/login/assertion.ts': ['services/login/assertion.test.ts'],
   'services/login/actions/webhook.ts': ['services/login/actions/webhook.test.ts', 'tests/bearer.test.ts', 'tests/mozilla-errors.test.ts'],
+  'services/login/authorization.ts': ['services/login/authorization.test.ts'],
   'services/login/jws.ts': ['services/login/jws.test.ts'],
   'services/login/rules.ts': ['services/login/rules.test.ts'],
   'services/login/scheme-bearer.ts': ['services/login/scheme-bearer.test.ts', 'tests/bearer.test.ts'],
@@ -37,6 +38,13 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/node-gateway/auth.ts': ['services/node-gateway/auth.test.ts'],
   'services/node-gateway/forward.ts': ['services/node-gateway/forward.test.ts', 'services/node-gateway/server.test.ts'],
 };
+
+/** Test files that run longer than the default 5 s a mutation run allows each file (node's test runner times a whole file as one test). */
+const SLOW_TEST_FILES: Record<string, number> = { 'tests/bearer.test.ts': 30_000 };
+
+function testTimeoutMs(tests: readonly string[]): number {
+  return Math.max(5_000, ...tests.map((t) => SLOW_TEST_FILES[t] ?? 0));
+}
 
 export interface MutationScore {
   file: string;
@@ -86,9 +94,10 @@ export async function mutationTest(file: string, concurrency: number): Promise<M
     mutate: [file],
     testRunner: 'command',
     // The command runner cannot tell which test covers which mutant: every mutant runs these files.
-    // A mutant that makes a socket test wait forever fails that test after 5 s and
-    // ends the run (force-exit) instead of holding it until Stryker's own timeout.
-    commandRunner: { command: `LOG_LEVEL=silent node --import tsx --test --test-concurrency=1 --test-timeout=5000 --test-force-exit ${tests.join(' ')}` },
+    // A mutant that makes a socket test wait forever fails that test after 5 s (longer for a slow
+    // file, whose whole run counts as one test) and ends the run (force-exit) instead of holding it
+    // until Stryker's own timeout.
+    commandRunner: { command: `LOG_LEVEL=silent node --import tsx --test --test-concurrency=1 --test-timeout=${testTimeoutMs(tests)} --test-force-exit ${tests.join(' ')}` },
     coverageAnalysis: 'off',
     concurrency,
     // A machine shared with other work runs slower than the dry run measured.

@@ -125,3 +125,16 @@ test('uidReservation: refused once the store handed out a uid itself, before any
   assert.ok('refused' in after);
   assert.match(after.refused, /up to 501, imports reserved up to 500/);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/directory/import-rules.ts).
+
+test('importProblem: the limits themselves are allowed (uid 2^52, 100 seen client states, 100 replaced uids)', () => {
+  assert.equal(importProblem(user({ uid: MAX_IMPORTED_UID, replaced: [] })), null);
+  assert.equal(importProblem(user({ replaced: [{ uid: MAX_IMPORTED_UID, node: '', replacedAt: 1, released: false }] })), null);
+  assert.equal(importProblem(user({ seenClientStates: Array.from({ length: MAX_SEEN_CLIENT_STATES }, (_, i) => `s${i}`) })), null);
+  assert.equal(importProblem(user({ replaced: Array.from({ length: MAX_REPLACED }, (_, i) => ({ uid: i + 100, node: '', replacedAt: 1, released: false })) })), null);
+});
+
+test('importProblem: a retired record with a node alone is refused', () => {
+  assert.match(importProblem(user({ uid: 0, clientState: '', seenClientStates: [] }))?.message ?? 'null', /a retired record \(uid 0\) has no node/);
+});

@@ -88,3 +88,10 @@ test('trimSeenClientStates keeps the newest max (the list is oldest first); null
   assert.equal(trimSeenClientStates(rec, 4), null);
   assert.equal(trimSeenClientStates(rec, 10), null);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/directory/purge-rules.ts).
+
+test('claimReplaced: a uid replaced exactly at the cut-off is old enough', () => {
+  assert.equal(claimReplaced(record(), 3, 'p1', NOW, 1, NOW - 10_000).claimed, true);
+  assert.deepEqual(claimReplaced(record(), 3, 'p1', NOW, 1, NOW - 10_001), { claimed: false, reason: 'too-recent' });
+});

@@ -230,3 +230,31 @@ test('correctedAvailable: slots come back with a lower load, go with a higher on
   assert.equal(correctedAvailable(1, 5, 7), 0);
   assert.equal(correctedAvailable(4, 5, 5), 4);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/nodeassign/rules.ts).
+
+test('rankNodes: equal ratios in url order however many nodes and whatever the input order', () => {
+  // The url decides every place among equals, not only the first (V8 sorts more than 64 elements by merging runs).
+  const urls = Array.from({ length: 200 }, (_, i) => `https://n${String(i).padStart(3, '0')}.example`);
+  const shuffled = urls.map((_, i) => urls[(i * 7919) % urls.length]);
+  assert.deepEqual(rankNodes(shuffled.map((url) => node({ url }))).map((n) => n.url), urls);
+  assert.deepEqual(rankNodes([...urls].reverse().map((url) => node({ url }))).map((n) => n.url), urls);
+});
+
+test('serviceProblem, urlProblem: the length limits themselves are allowed', () => {
+  assert.equal(serviceProblem('s'.repeat(255)), null);
+  const longest = 'https://n.example/' + 'a'.repeat(2048 - 'https://n.example/'.length);
+  assert.equal(longest.length, 2048);
+  assert.equal(urlProblem(longest), null);
+  assert.match(urlProblem(longest + 'a')?.message ?? 'null', /1 to 2048/);
+});
+
+test('urlProblem: a user name alone or a password alone is credentials too', () => {
+  for (const url of ['https://user@n.example', 'https://:pw@n.example']) assert.match(urlProblem(url)?.message ?? 'null', /credentials/, url);
+});
+
+test('nodeUrlForm, urlProblem: every trailing slash goes', () => {
+  assert.equal(nodeUrlForm(new URL('https://n.example//')), 'https://n.example');
+  assert.equal(nodeUrlForm(new URL('https://n.example/storage///')), 'https://n.example/storage');
+  assert.match(urlProblem('https://n.example//')?.message ?? 'null', /^url must not end with a slash: write it as https:\/\/n\.example$/);
+});

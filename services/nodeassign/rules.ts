@@ -88,8 +88,8 @@ export function urlProblem(value: string): BadRequest | null {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return new BadRequest(`url must be an http or https URL, got ${JSON.stringify(value)}`);
   if (u.username || u.password) return new BadRequest('url must not carry credentials');
-  // An empty query or fragment ('…?', '…#') parses as none, but would still end up in api_endpoint.
-  if (u.search || u.hash || /[?#]/.test(value)) return new BadRequest('url must not carry a query or fragment');
+  // Any '?' or '#' starts a query or fragment; an empty one ('…?', '…#') parses as none, but would still end up in api_endpoint.
+  if (/[?#]/.test(value)) return new BadRequest('url must not carry a query or fragment');
   if (!NODE_HOST.test(u.hostname)) {
     return new BadRequest(`url's host must be letters, digits, '-' and '.', or an IP address, got ${JSON.stringify(u.hostname)}`);
   }
