@@ -23,6 +23,7 @@ type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 /** Each file under mutation testing, and the test files that cover it. */
 export const MUTATION_TARGETS: Record<string, string[]> = {
   'lib/dsa.ts': ['lib/dsa.test.ts'],
+  'lib/email.ts': ['lib/email.test.ts'],
   'lib/hawk.ts': ['lib/hawk.test.ts'],
   'lib/token.ts': ['lib/token.test.ts'],
   'services/directory/import-rules.ts': ['services/directory/import-rules.test.ts'],
@@ -31,16 +32,23 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/login/assertion.ts': ['services/login/assertion.test.ts'],
   'services/login/actions/webhook.ts': ['services/login/actions/webhook.test.ts', 'tests/bearer.test.ts', 'tests/mozilla-errors.test.ts'],
   'services/login/authorization.ts': ['services/login/authorization.test.ts'],
+  'services/login/jwks.ts': ['services/login/jwks.test.ts'],
   'services/login/jws.ts': ['services/login/jws.test.ts'],
   'services/login/rules.ts': ['services/login/rules.test.ts'],
   'services/login/scheme-bearer.ts': ['services/login/scheme-bearer.test.ts', 'tests/bearer.test.ts'],
   'services/nodeassign/rules.ts': ['services/nodeassign/rules.test.ts'],
   'services/node-gateway/auth.ts': ['services/node-gateway/auth.test.ts'],
+  'services/node-gateway/generations.ts': ['services/node-gateway/generations.test.ts'],
+  'services/node-gateway/nonces.ts': ['services/node-gateway/nonces.test.ts'],
   'services/node-gateway/forward.ts': ['services/node-gateway/forward.test.ts', 'services/node-gateway/server.test.ts'],
 };
 
 /** Test files that run longer than the default 5 s a mutation run allows each file (node's test runner times a whole file as one test). */
-const SLOW_TEST_FILES: Record<string, number> = { 'tests/bearer.test.ts': 30_000 };
+const SLOW_TEST_FILES: Record<string, number> = {
+  'tests/bearer.test.ts': 30_000,
+  'services/login/jwks.test.ts': 30_000,
+  'services/node-gateway/nonces.test.ts': 30_000,
+};
 
 function testTimeoutMs(tests: readonly string[]): number {
   return Math.max(5_000, ...tests.map((t) => SLOW_TEST_FILES[t] ?? 0));

@@ -35,8 +35,9 @@ export function parseKeyId(value: string | undefined): KeyId {
   if (value.length > MAX_KEY_ID_LENGTH) throw new InvalidCredentials('X-KeyID is too long', { field: KEY_ID_HEADER });
   const dash = value.indexOf('-');
   const kca = value.slice(0, dash);
+  // No dash: no state (null), so refused below.
   const state = dash < 0 ? null : base64UrlDecode(value.slice(dash + 1));
-  if (dash < 0 || !KCA.test(kca) || !Number.isSafeInteger(Number(kca)) || state === null || state.length > MAX_CLIENT_STATE_BYTES) {
+  if (state === null || !KCA.test(kca) || !Number.isSafeInteger(Number(kca)) || state.length > MAX_CLIENT_STATE_BYTES) {
     throw new InvalidCredentials('X-KeyID must be <keys_changed_at>-<base64url client state>', { field: KEY_ID_HEADER });
   }
   const keysChangedAt = Number(kca);
