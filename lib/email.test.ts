@@ -31,3 +31,14 @@ test('issuerMayCertify: exact domains, "*" for any, no subdomains', () => {
   assert.equal(issuerMayCertify([ANY_DOMAIN], 'a@anything.example'), true);
   assert.equal(issuerMayCertify([], 'a@corp.example'), false);
 });
+
+// Found missing by mutation testing (npm run mutation -- lib/email.ts).
+
+test('ANY_DOMAIN is "*", as TRUSTED_ISSUERS writes it', () => {
+  assert.equal(issuerMayCertify(['*'], 'a@anything.example'), true);
+  assert.equal(issuerMayCertify([''], 'a@anything.example'), false);
+});
+
+test('normalizeEmail: an @ at the very start still splits off a domain', () => {
+  assert.equal(normalizeEmail('@EXAMPLE.com'), '@example.com');
+});

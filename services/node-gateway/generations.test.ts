@@ -26,3 +26,26 @@ test('generations also retire by age', () => {
   assert.equal(m.get('b'), 'y');
   assert.equal(m.earlyRotations, 0);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/node-gateway/generations.ts).
+
+test('age counts from when the generation started, on a clock far from 0', () => {
+  const start = 1_700_000_000_000;
+  const m = new GenerationalMap<string>(100, 1000, start);
+  m.set('a', 'x', start + 100);
+  m.set('b', 'y', start + 500);
+  m.set('c', 'z', start + 999);
+  // No rotation before maxAgeMs: all three are in one generation (two rotations would have dropped a).
+  assert.deepEqual([m.get('a'), m.get('b'), m.get('c')], ['x', 'y', 'z']);
+  m.set('d', 'w', start + 1000);
+  m.set('e', 'v', start + 2000);
+  assert.deepEqual([m.get('a'), m.get('d'), m.get('e')], [undefined, 'w', 'v']);
+  assert.equal(m.earlyRotations, 0);
+});
+
+test('size counts both generations', () => {
+  const m = new GenerationalMap<number>(6, Infinity, 0);
+  for (const [i, k] of ['a', 'b', 'c', 'd'].entries()) m.set(k, i);
+  // a, b, c filled the first generation (3); d started the second.
+  assert.equal(m.size, 4);
+});
