@@ -32,7 +32,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/login/assertion.ts': ['services/login/assertion.test.ts'],
   'services/login/actions/webhook.ts': ['services/login/actions/webhook.test.ts', 'tests/bearer.test.ts', 'tests/mozilla-errors.test.ts'],
   'services/login/authorization.ts': ['services/login/authorization.test.ts'],
-  'services/login/jwks.ts': ['services/login/jwks.test.ts'],
+  'services/login/jwks.ts': ['services/login/jwks.test.ts', 'services/login/jwks-source.test.ts'],
   'services/login/jws.ts': ['services/login/jws.test.ts'],
   'services/login/rules.ts': ['services/login/rules.test.ts'],
   'services/login/scheme-bearer.ts': ['services/login/scheme-bearer.test.ts', 'tests/bearer.test.ts'],
@@ -46,7 +46,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
 /** Test files that run longer than the default 5 s a mutation run allows each file (node's test runner times a whole file as one test). */
 const SLOW_TEST_FILES: Record<string, number> = {
   'tests/bearer.test.ts': 30_000,
-  'services/login/jwks.test.ts': 30_000,
+  'services/login/jwks.test.ts': 120_000,
   'services/node-gateway/nonces.test.ts': 30_000,
 };
 

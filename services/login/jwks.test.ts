@@ -323,11 +323,47 @@ describe('jwtVerifier over a key set that changes (DESIGN §13.1)', () => {
     await assert.rejects(verify('not.a.token', NOW_MS), refused(InvalidCredentials));
   });
 
+  // Found missing by mutation testing (npm run mutation -- services/login/jwks.ts).
+  test('no refresh for a kid one key of several has, even when that key is of another algorithm', async () => {
+    const [a, b] = [rsaKey('a'), ecKey('b')];
+    const set = changingSet(importJwks([a.jwk, b.jwk], 'OAUTH_JWKS', ['RS256', 'ES256']));
+    const verify = jwtVerifier(set, 'OAUTH_JWKS', ['RS256', 'ES256'], RULES, 'access token');
+    await assert.rejects(verify(token(a, header(a, { kid: 'b' }), claims), NOW_MS), refused(InvalidCredentials, /not signed/));
+    assert.equal(set.refreshes, 0);
+  });
+
   test('a file’s set (fixedKeySet) never changes', async () => {
     const rs = rsaKey('rs');
     const keys = importJwks([rs.jwk], 'OAUTH_JWKS', ['RS256']);
     const set = fixedKeySet(keys);
     assert.equal(await set.refreshForUnknownKid(), keys);
     assert.equal(set.keys, keys);
+  });
+});
+
+// Found missing by mutation testing (npm run mutation -- services/login/jwks.ts).
+
+describe('importJwks, found missing by mutation testing', () => {
+  test('a key of another type names the algorithms the set may hold', () => {
+    assert.throws(() => importJwks([{ kty: 'oct', k: 'c2VjcmV0' }], 'OAUTH_JWKS', ['RS256', 'ES256']), refused(ConfigError, /^OAUTH_JWKS: key 0: kty oct is not one of RS256, ES256$/));
+  });
+
+  test('a key pair imports as its public key whatever its private members hold', () => {
+    const rs = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const rsPub = rs.publicKey.export({ format: 'jwk' }) as JsonWebKeyLike;
+    const ecPub = ec.publicKey.export({ format: 'jwk' }) as JsonWebKeyLike;
+    // Some private members only, and private members that are no key material at all.
+    const [r1, r2, e1] = importJwks(
+      [
+        { ...rsPub, d: (rs.privateKey.export({ format: 'jwk' }) as JsonWebKeyLike).d },
+        { ...rsPub, d: 'AA', p: 'AA', oth: [1] },
+        { ...ecPub, d: 'AA' },
+      ],
+      'OAUTH_JWKS',
+      ['RS256', 'ES256'],
+    );
+    for (const k of [r1, r2, e1]) assert.equal(k.key.type, 'public');
+    assert.ok(r1.key.equals(rs.publicKey) && r2.key.equals(rs.publicKey) && e1.key.equals(ec.publicKey));
   });
 });

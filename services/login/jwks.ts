@@ -20,9 +20,6 @@ export type JwtAlgorithm = 'RS256' | 'ES256';
 /** The algorithm a key verifies, by its type. */
 const ALGORITHM_OF: Record<string, JwtAlgorithm> = { RSA: 'RS256', EC: 'ES256' };
 
-/** Private members, dropped so a pasted key pair still imports as a public key. */
-const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
-
 /** ES256 signatures are r || s, 32 bytes each (RFC 7518 §3.4). */
 const ES256_SIGNATURE_BYTES = 64;
 
@@ -67,15 +64,15 @@ export function importJwks(jwks: readonly JsonWebKeyLike[], variable: string, al
   return jwks.map((jwk, i) => {
     const alg = ALGORITHM_OF[jwk.kty];
     if (!alg || !algorithms.includes(alg)) throw new ConfigError(variable, `key ${i}: kty ${jwk.kty} is not one of ${algorithms.join(', ')}`);
-    const pub = Object.fromEntries(Object.entries(jwk).filter(([k]) => !PRIVATE_MEMBERS.includes(k))) as JsonWebKeyLike;
     let key: KeyObject;
     try {
-      key = importVerifyKey(pub, alg);
+      // A pasted key pair imports as its public key: createPublicKey reads only a JWK's public members.
+      key = importVerifyKey(jwk, alg);
     } catch (e) {
       throw new ConfigError(variable, `key ${i}: unusable: ${(e as Error).message}`);
     }
     const signatureBytes = alg === 'RS256' ? Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8) : ES256_SIGNATURE_BYTES;
-    return { key, alg, kid: pub.kid, signatureBytes, selectable: selectableJwk(pub, alg) };
+    return { key, alg, kid: jwk.kid, signatureBytes, selectable: selectableJwk(jwk, alg) };
   });
 }
 
