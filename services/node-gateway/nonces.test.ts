@@ -123,3 +123,62 @@ test('retryAfter is at least a second, and a pause longer than the window emptie
   assert.equal(cache.add('x', 'n', String(T0 + 1000), ms(T0 + 1000)), 'new');
   assert.equal(cache.size, 1);
 });
+
+// Found missing by mutation testing (npm run mutation -- services/node-gateway/nonces.ts).
+
+test('the same nonce from many tokens in one second is new for each, and a replay for each after', () => {
+  // Enough tokens that the second's table grows and its probe chains run through other tokens' entries.
+  const cache = new NonceCache({ capacity: 1000, perToken: 10, skewSeconds: 60 }, ms(T0));
+  for (let t = 0; t < 300; t++) assert.equal(cache.add(`token-${t}`, 'same', String(T0), ms(T0)), 'new', `token-${t}`);
+  for (let t = 0; t < 300; t++) assert.equal(cache.add(`token-${t}`, 'same', String(T0), ms(T0)), 'replayed', `token-${t}`);
+});
+
+test('every token keeps its own quota, however many tokens there are', () => {
+  // More tokens than the per-token arrays start with (64), so they grow.
+  const cache = new NonceCache({ capacity: 10_000, perToken: 3, skewSeconds: 60 }, ms(T0));
+  for (let t = 0; t < 200; t++) for (let i = 0; i < 3; i++) assert.equal(cache.add(`token-${t}`, `n${i}`, String(T0), ms(T0)), 'new');
+  for (let t = 0; t < 200; t++) assert.equal(cache.add(`token-${t}`, 'n3', String(T0), ms(T0)), 'token-full', `token-${t}`);
+  assert.equal(cache.size, 600);
+});
+
+test("forgetting one token's second leaves every other nonce of it and of other tokens replayable", () => {
+  const cache = new NonceCache(limits, ms(T0));
+  assert.equal(cache.add('a', 'early', String(T0), ms(T0)), 'new');
+  assert.equal(cache.add('a', 'later', String(T0 + 30), ms(T0)), 'new');
+  assert.equal(cache.add('b', 'only', String(T0), ms(T0)), 'new');
+  assert.equal(cache.add('c', 'later', String(T0 + 30), ms(T0)), 'new');
+  // At T0 + 61 the second T0 + 60 (a's "early", b's "only") is forgotten; a and c keep their T0 + 30 nonces.
+  assert.equal(cache.add('a', 'later', String(T0 + 30), ms(T0 + 61)), 'replayed');
+  assert.equal(cache.add('c', 'later', String(T0 + 30), ms(T0 + 61)), 'replayed');
+  assert.equal(cache.size, 2);
+  // b's slot was given up and is taken again by the next new token, whose nonces are its own.
+  assert.equal(cache.add('d', 'later', String(T0 + 30), ms(T0 + 61)), 'new');
+  assert.equal(cache.add('d', 'later', String(T0 + 30), ms(T0 + 62)), 'replayed');
+  assert.equal(cache.add('a', 'later', String(T0 + 30), ms(T0 + 62)), 'replayed');
+});
+
+test("token-full: the wait is until the token's earliest nonce leaves, whatever order its timestamps came in", () => {
+  const cache = new NonceCache({ capacity: 100, perToken: 2, skewSeconds: 60 }, ms(T0));
+  assert.equal(cache.add('a', 'n1', String(T0 + 10), ms(T0)), 'new');
+  assert.equal(cache.add('a', 'n2', String(T0), ms(T0)), 'new');
+  assert.equal(cache.add('a', 'n3', String(T0), ms(T0)), 'token-full');
+  // n2 (ts T0) expires at T0 + 60 and goes once that second is over.
+  assert.equal(cache.retryAfter('a', 'token-full', ms(T0)), 61);
+});
+
+test('remember: the outcome, with a Retry-After for a refusal only', () => {
+  const cache = new NonceCache({ capacity: 2, perToken: 1, skewSeconds: 60 }, ms(T0));
+  assert.equal(cache.kind, 'memory');
+  assert.deepEqual(cache.remember('a', 'n', String(T0), ms(T0)), { outcome: 'new' });
+  assert.deepEqual(cache.remember('a', 'n', String(T0), ms(T0)), { outcome: 'replayed' });
+  assert.deepEqual(cache.remember('a', 'm', String(T0), ms(T0)), { outcome: 'token-full', retryAfter: 61 });
+  assert.deepEqual(cache.remember('b', 'n', String(T0 + 5), ms(T0)), { outcome: 'new' });
+  assert.deepEqual(cache.remember('c', 'n', String(T0), ms(T0 + 10)), { outcome: 'cache-full', retryAfter: 51 });
+});
+
+test('the last timestamp the ring can hold apart is now + 2 × skew; one more is refused', () => {
+  const cache = new NonceCache(limits, ms(T0));
+  assert.equal(cache.add('id', 'n', String(T0 + 60), ms(T0)), 'new');
+  assert.equal(cache.add('id', 'm', String(T0 + 61), ms(T0)), 'new');
+  assert.throws(() => cache.add('id', 'n', String(T0 + 62), ms(T0)), RangeError);
+});

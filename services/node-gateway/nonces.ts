@@ -94,7 +94,7 @@ export class NonceCache implements NonceStore {
   private readonly slots = new Map<string, number>();
   private keys: string[] = [];
   private counts = new Uint32Array(64);
-  /** No nonce of the token expires before this second (a lower bound, exact after each add). */
+  /** No nonce of the token expires before this second: a lower bound, which its nonces' sweeps leave in the past. */
   private firsts = new Float64Array(64);
   private readonly freeSlots: number[] = [];
   private readonly ring: Bucket[];
@@ -198,13 +198,14 @@ export class NonceCache implements NonceStore {
     for (let s = this.swept + 1; s <= last; s++) {
       const b = this.ring[s % this.ring.length];
       if (b.second === -1 || b.second >= now) continue;
+      // A token left with nonces keeps its `firsts`, now in the past: retryAfter reads it no earlier than now.
       for (let e = 0; e < b.size; e++) {
         const slot = b.tokens[e];
         if (--this.counts[slot] === 0) {
           this.slots.delete(this.keys[slot]);
           this.keys[slot] = '';
           this.freeSlots.push(slot);
-        } else if (this.firsts[slot] <= b.second) this.firsts[slot] = b.second + 1;
+        }
       }
       this.count -= b.size;
       b.clear();
