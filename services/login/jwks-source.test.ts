@@ -146,3 +146,17 @@ describe('fetchLimited against the provider stand-in', () => {
     await assert.rejects(fetchLimited(p.jwksUri, { ...limits, maxBytes: 10 }), failure('too-large', /sent \d+ bytes, more than 10/));
   });
 });
+
+// Found missing by mutation testing (npm run mutation -- services/login/jwks.ts).
+
+describe('importUsableJwks: found missing by mutation testing', () => {
+  test('null is skipped as not an object; the reason is the rule alone; a long kid is cut to 100 characters', () => {
+    const long = 'k'.repeat(150);
+    const { keys, skipped } = importUsableJwks([null, { kty: 'oct', kid: long, k: 'c2VjcmV0' }], ['RS256']);
+    assert.deepEqual(keys, []);
+    assert.deepEqual(skipped, [
+      { index: 0, reason: 'not a JSON object' },
+      { index: 1, kid: long.slice(0, 100), reason: 'kty oct is not one of RS256' },
+    ]);
+  });
+});
