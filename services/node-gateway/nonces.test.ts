@@ -182,3 +182,21 @@ test('the last timestamp the ring can hold apart is now + 2 × skew; one more is
   assert.equal(cache.add('id', 'm', String(T0 + 61), ms(T0)), 'new');
   assert.throws(() => cache.add('id', 'n', String(T0 + 62), ms(T0)), RangeError);
 });
+
+test('two nonces that share one 32-bit hash are still two nonces; the memory store is always healthy', async () => {
+  // A birthday search finds two nonces with the same first hash and different second ones.
+  const seen = new Map<number, string>();
+  let pair: [string, string] | undefined;
+  for (let i = 0; !pair && i < 2_000_000; i++) {
+    const nonce = `n${i}`;
+    const [h1] = fingerprint(nonce);
+    const other = seen.get(h1);
+    if (other !== undefined && fingerprint(other)[1] !== fingerprint(nonce)[1]) pair = [other, nonce];
+    else seen.set(h1, nonce);
+  }
+  assert.ok(pair, 'a pair sharing the first hash');
+  const cache = new NonceCache(limits, ms(T0));
+  assert.equal(cache.add('id', pair[0], String(T0), ms(T0)), 'new');
+  assert.equal(cache.add('id', pair[1], String(T0), ms(T0)), 'new');
+  assert.equal(await cache.healthy(), true);
+});
