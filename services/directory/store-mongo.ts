@@ -170,8 +170,11 @@ export class MongoUserStore implements UserStore {
       // Made at open, as the other collections are by their indexes, so the set of collections does not depend on the data.
       await this.handle.db.createCollection('uids');
     } catch (err) {
-      // NamespaceExists: made before, or by another process now.
-      if ((err as { code?: number }).code !== 48 && !/already exists/i.test((err as Error).message)) throw err;
+      // Made before, or by another process at this moment: NamespaceExists (48) on MongoDB; compatible
+      // servers word that race otherwise (mongo-java-server: "Document with key … already existed"), so
+      // any failure is taken as that when the collection is there now.
+      const exists = (await this.handle.db.listCollections({ name: 'uids' }, { nameOnly: true }).toArray()).length > 0;
+      if ((err as { code?: number }).code !== 48 && !exists) throw err;
     }
     if (await this.counters.findOne({ _id: UID_INDEX_BUILT })) return;
     const duplicates = new Map<number, Set<string>>();

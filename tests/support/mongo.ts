@@ -83,17 +83,24 @@ export function freshDatabase(target: MongoTarget, label: string): string {
   return withDatabase(target.url, name);
 }
 
+/** How long dropping a suite's databases may take: cleanup is best effort and must never hold the test run. */
+const DROP_MS = 30_000;
+
 async function dropCreated(url: string): Promise<void> {
   const names = created.get(url);
   created.delete(url);
   if (!names || names.size === 0) return;
   const client = new MongoClient(url, { serverSelectionTimeoutMS: 2000 });
   try {
-    for (const name of names) await client.db(name).dropDatabase();
+    const drops = (async () => {
+      for (const name of names) await client.db(name).dropDatabase();
+    })();
+    await withTimeout(drops, DROP_MS, `dropping ${names.size} test databases`);
   } catch {
     // Best effort: the server may be gone already (outage tests, a stopped container).
   } finally {
-    await client.close();
+    // force: a server that did not answer the drops leaves operations in flight.
+    await client.close(true);
   }
 }
 
