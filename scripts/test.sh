@@ -76,7 +76,7 @@ done
 # ---- end container engine ----
 
 rc=0
-if [ "${#rest[@]}" -gt 0 ]; then node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-force-exit "${rest[@]}" || rc=$?; fi
+if [ "${#rest[@]}" -gt 0 ]; then node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" "${rest[@]}" || rc=$?; fi
 [ "$rc" = 0 ] || exit "$rc"
 
 # ---- outside clients (Python) ----
