@@ -22,9 +22,12 @@ type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 
 /** Each file under mutation testing, and the test files that cover it. */
 export const MUTATION_TARGETS: Record<string, string[]> = {
+  'lib/client-error.ts': ['lib/client-error.test.ts'],
   'lib/dsa.ts': ['lib/dsa.test.ts'],
   'lib/email.ts': ['lib/email.test.ts'],
   'lib/hawk.ts': ['lib/hawk.test.ts'],
+  'lib/load.ts': ['lib/load.test.ts'],
+  'lib/request-id.ts': ['lib/request-id.test.ts'],
   'lib/token.ts': ['lib/token.test.ts'],
   'services/directory/import-rules.ts': ['services/directory/import-rules.test.ts'],
   'services/directory/purge-rules.ts': ['services/directory/purge-rules.test.ts'],

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { overloadConfig } from './config.js';
 import { ConfigError } from './errors.js';
-import { decideLoad, watchLoopDelay, type OverloadPolicy } from './load.js';
+import { decideLoad, watchLoopDelay, windowDelayMs, type OverloadPolicy } from './load.js';
 
 const policy: OverloadPolicy = { backoffSeconds: 30, backoffInFlight: 10, maxInFlight: 20, backoffLoopDelayMs: 200, retryAfter: 7 };
 
@@ -50,13 +50,44 @@ test('overloadConfig: defaults, overrides, and errors that name the variable', (
   }
 });
 
-test('watchLoopDelay: one shared monitor, a non-negative reading, stop is idempotent', () => {
+test('windowDelayMs: the mean in ms less the 20 ms timer resolution, never below 0; 0 without samples', () => {
+  assert.equal(windowDelayMs(0, Number.NaN), 0, "a window without samples (the histogram's mean is NaN then)");
+  assert.equal(windowDelayMs(10, 25e6), 5);
+  assert.equal(windowDelayMs(10, 20e6), 0);
+  assert.equal(windowDelayMs(10, 12e6), 0, 'a mean below the resolution reads 0, not a negative delay');
+  assert.equal(windowDelayMs(1, 1_020e6), 1000);
+});
+
+/** Holds the event loop for `ms`. */
+function block(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
+/** Polls until `read()` is above 0 (one window is 1 s), or gives up after `ms`. */
+async function whenPositive(read: () => number, ms: number): Promise<number> {
+  const deadline = performance.now() + ms;
+  while (read() <= 0 && performance.now() < deadline) {
+    block(150);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return read();
+}
+
+test('watchLoopDelay: one monitor per process, read by every user; it stops with its last user, and stop is idempotent', async () => {
   const a = watchLoopDelay();
   const b = watchLoopDelay();
-  assert.ok(a.ms() >= 0);
-  assert.equal(a.ms(), b.ms(), 'both read the same process-wide window');
+  assert.equal(a.ms(), 0, 'nothing is read before the first window ends');
   a.stop();
   a.stop();
-  assert.ok(b.ms() >= 0, 'still readable while another user holds it');
+  // b still holds the monitor, so its windows go on being read: a loop held 150 ms in every 200 ms reads above 0.
+  const busy = await whenPositive(() => b.ms(), 5_000);
+  assert.ok(busy > 0 && busy < 1_000, `a busy loop reads a delay (${busy} ms)`);
+  const c = watchLoopDelay();
+  assert.equal(c.ms(), busy, 'a new user reads the same monitor, not a new one');
   b.stop();
+  c.stop();
+  const d = watchLoopDelay();
+  assert.equal(d.ms(), 0, 'once its last user stopped, the next user starts a new monitor');
+  d.stop();
 });

@@ -49,6 +49,12 @@ export interface LoopDelay {
   stop(): void;
 }
 
+/** A window's reading: the mean delay (ns, as the histogram keeps it) in ms, less the timer's resolution; 0 for a window without samples. */
+export function windowDelayMs(samples: number, meanNs: number): number {
+  if (samples === 0) return 0;
+  return Math.max(0, meanNs / 1e6 - RESOLUTION_MS);
+}
+
 /**
  * The mean (not a high percentile) over a one-second window: one long
  * synchronous task moves it little, a loop that is busy all the time moves it a lot.
@@ -59,8 +65,7 @@ export function watchLoopDelay(): LoopDelay {
     histogram.enable();
     const monitor: SharedMonitor = { histogram, users: 0, lastMs: 0, timer: undefined as unknown as NodeJS.Timeout };
     monitor.timer = setInterval(() => {
-      const mean = histogram.count > 0 ? histogram.mean / 1e6 : 0;
-      monitor.lastMs = Math.max(0, mean - RESOLUTION_MS);
+      monitor.lastMs = windowDelayMs(histogram.count, histogram.mean);
       histogram.reset();
     }, WINDOW_MS);
     monitor.timer.unref();
@@ -77,7 +82,8 @@ export function watchLoopDelay(): LoopDelay {
       if (--monitor.users === 0) {
         clearInterval(monitor.timer);
         monitor.histogram.disable();
-        if (shared === monitor) shared = undefined;
+        // A new monitor is made only once this one has no users, so it is still the shared one here.
+        shared = undefined;
       }
     },
   };
