@@ -25,6 +25,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'lib/client-error.ts': ['lib/client-error.test.ts'],
   'lib/dsa.ts': ['lib/dsa.test.ts'],
   'lib/email.ts': ['lib/email.test.ts'],
+  'lib/errors.ts': ['lib/errors.test.ts'],
   'lib/hawk.ts': ['lib/hawk.test.ts'],
   'lib/load.ts': ['lib/load.test.ts'],
   'lib/request-id.ts': ['lib/request-id.test.ts'],
@@ -35,6 +36,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/login/assertion.ts': ['services/login/assertion.test.ts'],
   'services/login/actions/webhook.ts': ['services/login/actions/webhook.test.ts', 'tests/bearer.test.ts', 'tests/mozilla-errors.test.ts'],
   'services/login/authorization.ts': ['services/login/authorization.test.ts'],
+  'services/login/error-handler.ts': ['services/login/error-handler.test.ts'],
   'services/login/jwks.ts': ['services/login/jwks.test.ts', 'services/login/jwks-source.test.ts'],
   'services/login/jws.ts': ['services/login/jws.test.ts'],
   'services/login/rules.ts': ['services/login/rules.test.ts'],
@@ -42,6 +44,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/nodeassign/rules.ts': ['services/nodeassign/rules.test.ts'],
   'services/node-gateway/auth.ts': ['services/node-gateway/auth.test.ts'],
   'services/node-gateway/generations.ts': ['services/node-gateway/generations.test.ts'],
+  'services/node-gateway/respond.ts': ['services/node-gateway/respond.test.ts', 'services/node-gateway/server.test.ts'],
   'services/node-gateway/nonces.ts': ['services/node-gateway/nonces.test.ts'],
   'services/node-gateway/forward.ts': ['services/node-gateway/forward.test.ts', 'services/node-gateway/server.test.ts'],
 };

@@ -30,6 +30,22 @@ before(async () => {
         throw new Error('db password is hunter2');
       case '/koa-400':
         ctx.throw(400, 'raw koa message');
+      case '/koa-404':
+        ctx.throw(404, 'raw koa message');
+      case '/koa-413':
+        ctx.throw(413, 'raw koa message');
+      case '/koa-499':
+        ctx.throw(499, 'raw koa message');
+      case '/koa-500':
+        ctx.throw(500, 'koa internal detail');
+      case '/throw-null':
+        throw null;
+      case '/status-302':
+        throw Object.assign(new Error('a redirect some library reported'), { status: 302 });
+      case '/status-string':
+        throw Object.assign(new Error('a status that is a string'), { status: '404' });
+      case '/throw-string':
+        throw 'a thrown string';
       default:
         ctx.body = 'fine';
     }
@@ -80,4 +96,58 @@ test("Koa's own http errors map onto our classes by status", async () => {
   assert.equal(res.status, 400);
   assert.equal(res.json.status, 'error');
   assert.equal(res.json.errors.length, 1);
+});
+
+// Found missing by mutation testing: each mapping of a non-protocol error, and which line each kind of failure logs.
+
+/** The log lines of one path's failures. */
+const linesFor = (p: string) => (logged as Array<Record<string, unknown>>).filter((l) => l.path === p);
+
+test("Koa's http errors: 404, 413 and any other 4xx as ours, with a fixed description; any other status (a 5xx, a 3xx, a string) as an internal fault", async () => {
+  const entry = (location: string, description: string) => ({ location, name: '', description });
+  const cases: Array<[string, number, object]> = [
+    ['/koa-400', 400, entry('internal', 'the request could not be processed')],
+    ['/koa-404', 404, entry('url', 'no such endpoint')],
+    ['/koa-413', 413, entry('body', 'the request could not be processed')],
+    ['/koa-499', 400, entry('internal', 'the request could not be processed')],
+    ['/koa-500', 500, entry('internal', 'Server error')],
+    ['/status-302', 500, entry('internal', 'Server error')],
+    ['/status-string', 500, entry('internal', 'Server error')],
+  ];
+  for (const [p, status, e] of cases) {
+    const res = await httpRequest(`${base}${p}`);
+    assert.equal(res.status, status, p);
+    assert.deepEqual(res.json, { status: 'error', errors: [e] }, p);
+    assert.doesNotMatch(res.text, /raw koa message|internal detail/, p);
+  }
+  assert.equal(linesFor('/koa-400').length, 0, 'a refusal is not an error line (the access line has it)');
+  const [fault] = linesFor('/koa-500');
+  assert.equal(fault?.level, 50);
+  assert.match(JSON.stringify(fault), /koa internal detail/);
+});
+
+test('anything thrown that is not an Error (null, a string) is a 500 with its cause logged', async () => {
+  for (const p of ['/throw-null', '/throw-string']) {
+    const res = await httpRequest(`${base}${p}`);
+    assert.equal(res.status, 500, p);
+    assert.deepEqual(res.json, { status: 'error', errors: [{ location: 'internal', name: '', description: 'Server error' }] }, p);
+    const lines = linesFor(p);
+    assert.equal(lines.length, 1, p);
+    assert.deepEqual([lines[0].level, lines[0].msg], [50, 'request failed unexpectedly'], p);
+  }
+  assert.match(JSON.stringify(linesFor('/throw-string')), /a thrown string/);
+});
+
+test('log lines: an unexpected fault at error, a protocol 5xx at warn with its reason and class, a 4xx none', async () => {
+  await httpRequest(`${base}/crash`);
+  await httpRequest(`${base}/unavailable`);
+  await httpRequest(`${base}/unauthorized`);
+  const crash = linesFor('/crash');
+  assert.deepEqual([crash.at(-1)?.level, crash.at(-1)?.msg], [50, 'request failed unexpectedly']);
+  const unavailable = linesFor('/unavailable').at(-1);
+  assert.deepEqual(
+    [unavailable?.level, unavailable?.msg, unavailable?.err, unavailable?.class],
+    [40, 'request failed', 'directory at 10.0.0.7:50051 refused', 'ServiceUnavailable'],
+  );
+  assert.equal(linesFor('/unauthorized').length, 0);
 });

@@ -3,6 +3,7 @@
 import type http from 'node:http';
 import { InternalError, ProtocolError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
+import { clientFraming } from './forward.js';
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
@@ -34,6 +35,21 @@ export function sendError(res: http.ServerResponse, err: unknown, log: Logger, e
   const headers: Record<string, string> = { 'X-Timestamp': String(Math.floor(Date.now() / 1000)), ...e.headers, ...extra };
   if (e.status === 401 && headers['WWW-Authenticate'] === undefined) headers['WWW-Authenticate'] = 'Hawk';
   // An unread request body would otherwise be drained (or block) before the next request.
-  if (!res.req.complete) headers.Connection = 'close';
+  if (hasUnreadBody(res.req)) headers.Connection = 'close';
   sendJson(res, e.status, { status: e.statusString, errors: [e.detail()] }, headers);
+}
+
+/**
+ * Body bytes of this request may still be on the connection. A request refused as it arrives is not
+ * `complete` yet even when it has no body (node marks it so after the 'request' event), and such a
+ * refusal keeps the connection.
+ */
+export function hasUnreadBody(req: http.IncomingMessage): boolean {
+  if (req.complete) return false;
+  try {
+    return clientFraming(req.rawHeaders, req.httpVersion).kind !== 'none';
+  } catch {
+    // Framing the gateway refuses: where the next request starts is not known.
+    return true;
+  }
 }
