@@ -1,5 +1,6 @@
 // Internal gRPC authentication: the constant-time secret check, and mutual TLS
-// over real gRPC with a throwaway CA made by openssl.
+// over real gRPC with a throwaway CA made by openssl. Health Watch caps, round
+// robin over replicas, and how errors travel between the services.
 import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
@@ -9,7 +10,35 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
 import { DirectoryClient, DirectoryService } from './gen/directory.js';
-import { call, callGone, CLIENT_OPTIONS, grpcClient, MAX_HEALTH_WATCHES_PER_PEER, peerAddress, secretMatches, startServer } from './grpc.js';
+import { pino, type Logger } from 'pino';
+import {
+  call,
+  callGone,
+  CLIENT_OPTIONS,
+  fromServiceError,
+  grpcClient,
+  logged,
+  MAX_HEALTH_WATCHES_PER_PEER,
+  peerAddress,
+  rebuiltError,
+  secretMatches,
+  startServer,
+  toServiceError,
+  type CallContext,
+} from './grpc.js';
+import {
+  BadRequest,
+  Conflict,
+  InternalError,
+  InvalidCredentials,
+  NewUsersDisabled,
+  NoNodeAvailable,
+  PayloadTooLarge,
+  type ProtocolError,
+  RecordNotFound,
+  ServiceUnavailable,
+  TooManyRequests,
+} from './errors.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
 import { makePki } from '../tests/support/tls.js';
@@ -196,4 +225,107 @@ test('callGone: a cancelled call, or one whose deadline (Date or ms) has passed;
   assert.equal(at(false, now), true);
   assert.equal(at(false, new Date(now - 1)), true);
   assert.equal(at(false, new Date(now + 1000)), false);
+});
+
+// How an error travels between the services: what a handler sends for it, and what the caller rebuilds.
+// Plain functions; the service suites (services/*/service.test.ts, services/login/backends.test.ts) run
+// them over real gRPC.
+
+function capturingLog(): { log: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  return { log: pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line)) }), lines };
+}
+
+test('toServiceError: the gRPC code by HTTP status, the class and a rate limit in metadata; anything else hidden as InternalError', () => {
+  const { log, lines } = capturingLog();
+  const codes: Array<[ProtocolError, grpc.status]> = [
+    [new BadRequest('bad'), grpc.status.INVALID_ARGUMENT],
+    [new InvalidCredentials('bad'), grpc.status.UNAUTHENTICATED],
+    [new NewUsersDisabled('closed'), grpc.status.PERMISSION_DENIED],
+    [new RecordNotFound('none'), grpc.status.NOT_FOUND],
+    [new TooManyRequests('slow down', 60), grpc.status.RESOURCE_EXHAUSTED],
+    [new Conflict('taken'), grpc.status.ALREADY_EXISTS],
+    [new ServiceUnavailable('down'), grpc.status.RESOURCE_EXHAUSTED],
+    [new InternalError('bug'), grpc.status.INTERNAL],
+    [new PayloadTooLarge('big'), grpc.status.INTERNAL],
+  ];
+  for (const [err, code] of codes) {
+    const sent = toServiceError(err, log, 'Login');
+    assert.equal(sent.code, code, err.name);
+    assert.equal(sent.details, err.message, err.name);
+    assert.deepEqual(sent.metadata?.get('x-error-class'), [err.name], err.name);
+    assert.deepEqual(sent.metadata?.get('x-retry-after'), err instanceof TooManyRequests ? ['60'] : [], err.name);
+  }
+  const hidden = toServiceError(new Error('db password is hunter2'), log, 'Login');
+  assert.deepEqual([hidden.code, hidden.details, hidden.metadata?.get('x-error-class')], [grpc.status.INTERNAL, 'internal error', ['InternalError']]);
+  assert.deepEqual(
+    lines.map((l) => [l.level, l.msg, l.method, l.class]),
+    [
+      [40, 'rpc failed', 'Login', 'ServiceUnavailable'],
+      [40, 'rpc failed', 'Login', 'InternalError'],
+      [50, 'rpc failed unexpectedly', 'Login', undefined],
+    ],
+    'a 4xx is not logged here; a 5xx is a warning with its reason; anything else an error with its cause',
+  );
+  assert.equal(lines[0].err, 'down');
+  assert.match(JSON.stringify(lines[2]), /hunter2/);
+});
+
+test("rebuiltError: each class as itself; a rate limit keeps the server's Retry-After when it is sane; a 503 takes the caller's", () => {
+  const carried = (errorClass: string, retryAfter = 0) => ({ errorClass, message: 'why', retryAfter });
+  const unknown = rebuiltError(carried('NoSuchClass'), 10);
+  assert.ok(unknown instanceof InternalError);
+  assert.equal(unknown.message, 'backend error NoSuchClass: why');
+  assert.ok(rebuiltError(carried('toString'), 10) instanceof InternalError, 'only the classes themselves, not what objects inherit');
+  const bad = rebuiltError(carried('BadRequest'), 10);
+  assert.deepEqual([bad.constructor, bad.message], [BadRequest, 'why']);
+  for (const [given, expected] of [[120, '120'], [0, '1'], [-5, '1'], [1.5, '1'], [Number.NaN, '1']] as const) {
+    const limited = rebuiltError(carried('TooManyRequests', given), 10);
+    assert.ok(limited instanceof TooManyRequests);
+    assert.equal(limited.headers['Retry-After'], expected, String(given));
+  }
+  const down = rebuiltError(carried('NoNodeAvailable'), 7);
+  assert.deepEqual([down.constructor, down.headers['Retry-After'], down.message], [NoNodeAvailable, '7', 'why'], 'the subclass kept, with the Retry-After this service is configured with');
+  assert.equal(rebuiltError(carried('ServiceUnavailable'), 10).headers['Retry-After'], '10');
+});
+
+test('fromServiceError: a class in metadata is rebuilt; otherwise a transport failure is 503 and any other code an internal fault', () => {
+  const failure = (code: grpc.status, details: string, md?: Record<string, string>): grpc.ServiceError => {
+    const metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(md ?? {})) metadata.set(k, v);
+    return Object.assign(new Error(details), { code, details, metadata: md ? metadata : (undefined as unknown as grpc.Metadata) });
+  };
+  const limited = fromServiceError(failure(grpc.status.RESOURCE_EXHAUSTED, 'too many', { 'x-error-class': 'TooManyRequests', 'x-retry-after': '30' }), 10);
+  assert.deepEqual([limited.constructor, limited.message, limited.headers['Retry-After']], [TooManyRequests, 'too many', '30']);
+  for (const code of [grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED, grpc.status.RESOURCE_EXHAUSTED]) {
+    const e = fromServiceError(failure(code, 'connect refused'), 4);
+    assert.deepEqual([e.constructor, e.message, e.headers['Retry-After']], [ServiceUnavailable, 'backend unavailable: connect refused', '4'], grpc.status[code]);
+  }
+  const other = fromServiceError(failure(grpc.status.NOT_FOUND, 'no method', { 'x-error-class': 'Bogus' }), 4);
+  assert.deepEqual([other.constructor, other.message], [InternalError, 'backend error NOT_FOUND: no method'], 'an unknown class is read as no class');
+  const none = fromServiceError(failure(grpc.status.UNIMPLEMENTED, 'not here'), 4);
+  assert.deepEqual([none.constructor, none.message], [InternalError, 'backend error UNIMPLEMENTED: not here'], 'an error without metadata');
+});
+
+test("logged: one 'rpc' line per call with the caller's request id, method, outcome and time; the handler's answer or error passes through", async () => {
+  const { log, lines } = capturingLog();
+  const seen: CallContext[] = [];
+  const ok = await logged(log, 'Login', 'req-1', async (req: number, ctx) => (seen.push(ctx), req * 2), 21, () => true);
+  assert.equal(ok, 42);
+  assert.equal(seen[0].requestId, 'req-1');
+  assert.equal(seen[0].gone(), true, "the handler asks the caller's own gone()");
+  const refused = new InvalidCredentials('bad');
+  await assert.rejects(logged(log, 'Login', 'req-2', async () => Promise.reject(refused), 0), (e) => e === refused);
+  await assert.rejects(logged(log, 'Allocate', 'req-3', async () => Promise.reject(new Error('boom')), 0), /boom/);
+  assert.deepEqual(
+    lines.map((l) => [l.level, l.msg, l.requestId, l.method, l.outcome]),
+    [
+      [20, 'rpc', 'req-1', 'Login', 'ok'],
+      [20, 'rpc', 'req-2', 'Login', 'InvalidCredentials'],
+      [20, 'rpc', 'req-3', 'Allocate', 'InternalError'],
+    ],
+  );
+  for (const l of lines) assert.ok(typeof l.ms === 'number' && l.ms >= 0 && l.ms < 1000, `ms is the call's duration (${l.ms})`);
+  const defaultGone = await logged(log, 'Login', 'req-4', async (_req: number, ctx) => ctx.gone(), 0);
+  assert.equal(defaultGone, false, 'without a gone() the caller is never gone');
 });
