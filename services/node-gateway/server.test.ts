@@ -417,6 +417,28 @@ test('a stale timestamp is 401 with a server time the client can verify', async 
   Hawk.client.authenticate({ headers: { 'www-authenticate': r.headers['www-authenticate']! } }, t.credentials, artifacts);
 });
 
+test('a refused request without a body keeps the connection: the client retries on it', async () => {
+  const t = token();
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const get = (ts: number) =>
+    new Promise<{ status: number; connection: string | undefined; reused: boolean }>((resolve, reject) => {
+      const { header } = Hawk.client.header(`${NODE_URL}/1.5/42/retry`, 'GET', { credentials: t.credentials, timestamp: ts });
+      const req = http.get({ host: '127.0.0.1', port: gw.port, path: '/1.5/42/retry', headers: { Authorization: header }, agent }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection, reused: req.reusedSocket }));
+      });
+      req.on('error', reject);
+    });
+  try {
+    const stale = await get(now() - 3600);
+    assert.deepEqual([stale.status, stale.connection], [401, 'keep-alive']);
+    const retried = await get(now());
+    assert.deepEqual([retried.status, retried.reused], [200, true]);
+  } finally {
+    agent.destroy();
+  }
+});
+
 test('a body that does not match its signed hash, or exceeds the limit', async () => {
   const t = token();
   const path = '/1.5/42/storage/h';
