@@ -28,6 +28,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'lib/errors.ts': ['lib/errors.test.ts'],
   'lib/hawk.ts': ['lib/hawk.test.ts'],
   'lib/load.ts': ['lib/load.test.ts'],
+  'lib/log.ts': ['lib/log.test.ts'],
   'lib/request-id.ts': ['lib/request-id.test.ts'],
   'lib/token.ts': ['lib/token.test.ts'],
   'services/directory/import-rules.ts': ['services/directory/import-rules.test.ts'],
