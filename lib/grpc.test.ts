@@ -10,7 +10,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
 import { DirectoryClient, DirectoryService } from './gen/directory.js';
-import { pino, type Logger } from 'pino';
 import {
   call,
   callGone,
@@ -41,6 +40,7 @@ import {
 } from './errors.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
+import { capturedLog } from '../tests/support/log.js';
 import { makePki } from '../tests/support/tls.js';
 
 test('secretMatches: only the exact string matches', () => {
@@ -231,13 +231,8 @@ test('callGone: a cancelled call, or one whose deadline (Date or ms) has passed;
 // Plain functions; the service suites (services/*/service.test.ts, services/login/backends.test.ts) run
 // them over real gRPC.
 
-function capturingLog(): { log: Logger; lines: Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = [];
-  return { log: pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line)) }), lines };
-}
-
 test('toServiceError: the gRPC code by HTTP status, the class and a rate limit in metadata; anything else hidden as InternalError', () => {
-  const { log, lines } = capturingLog();
+  const { log, lines } = capturedLog();
   const codes: Array<[ProtocolError, grpc.status]> = [
     [new BadRequest('bad'), grpc.status.INVALID_ARGUMENT],
     [new InvalidCredentials('bad'), grpc.status.UNAUTHENTICATED],
@@ -308,7 +303,7 @@ test('fromServiceError: a class in metadata is rebuilt; otherwise a transport fa
 });
 
 test("logged: one 'rpc' line per call with the caller's request id, method, outcome and time; the handler's answer or error passes through", async () => {
-  const { log, lines } = capturingLog();
+  const { log, lines } = capturedLog();
   const seen: CallContext[] = [];
   const ok = await logged(log, 'Login', 'req-1', async (req: number, ctx) => (seen.push(ctx), req * 2), 21, () => true);
   assert.equal(ok, 42);

@@ -3,17 +3,16 @@ import assert from 'node:assert/strict';
 import Koa from 'koa';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pino } from 'pino';
 import { InvalidCredentials, MethodNotAllowed, NotAcceptable, ServiceUnavailable } from '../../lib/errors.js';
 import { errorHandler } from './error-handler.js';
 import { httpRequest } from './testkit.js';
+import { capturedLog } from '../../tests/support/log.js';
 
 let server: Server;
 let base: string;
-const logged: unknown[] = [];
+const { log, lines: logged } = capturedLog('info');
 
 before(async () => {
-  const log = pino({ level: 'info' }, { write: (line: string) => logged.push(JSON.parse(line)) });
   const app = new Koa();
   app.use(errorHandler({ log, challenges: ['Assertion', 'BrowserID'] }));
   app.use(async (ctx) => {
@@ -101,7 +100,7 @@ test("Koa's own http errors map onto our classes by status", async () => {
 // Found missing by mutation testing: each mapping of a non-protocol error, and which line each kind of failure logs.
 
 /** The log lines of one path's failures. */
-const linesFor = (p: string) => (logged as Array<Record<string, unknown>>).filter((l) => l.path === p);
+const linesFor = (p: string) => logged.filter((l) => l.path === p);
 
 test("Koa's http errors: 404, 413 and any other 4xx as ours, with a fixed description; any other status (a 5xx, a 3xx, a string) as an internal fault", async () => {
   const entry = (location: string, description: string) => ({ location, name: '', description });

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ServiceUnavailable } from '../../lib/errors.js';
-import { pino } from 'pino';
-import { logger, type Logger } from '../../lib/log.js';
+import { logger } from '../../lib/log.js';
+import { capturedLog } from '../../tests/support/log.js';
 import { redisSkipReason, startRedis, type TestRedis } from '../../tests/support/redis.js';
 import { eventually } from '../../tests/support/services.js';
 import {
@@ -225,12 +225,6 @@ describe('RedisNonceStore against redis-server', { skip }, () => {
 });
 
 // ---- epochs and the eviction policy: each test on a Redis of its own ----
-
-/** A logger whose lines the test reads. */
-function capturedLog(): { log: Logger; lines: Array<Record<string, any>> } {
-  const lines: Array<Record<string, any>> = [];
-  return { log: pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }), lines };
-}
 
 describe('RedisNonceStore epochs and eviction policy against redis-server', { skip }, () => {
   const SKEW = 60;

@@ -4,12 +4,11 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { pino } from 'pino';
 import { InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
+import { capturedLog } from '../../tests/support/log.js';
 import { hasUnreadBody, sendError } from './respond.js';
 
-const logged: Array<Record<string, unknown>> = [];
-const log = pino({ level: 'debug' }, { write: (line: string) => logged.push(JSON.parse(line)) });
+const { log, lines: logged } = capturedLog();
 let server: http.Server;
 let port: number;
 
