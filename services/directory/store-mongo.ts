@@ -173,7 +173,6 @@ export class MongoUserStore implements UserStore {
       // Made before, or by another process at this moment: NamespaceExists (48) on MongoDB; compatible
       // servers word that race otherwise (mongo-java-server: "Document with key … already existed"), so
       // any failure is taken as that when the collection is there now.
-      // (The listing is asked for only when the error is not NamespaceExists.)
       const namespaceExists = (err as { code?: number }).code === 48;
       if (!namespaceExists && (await this.handle.db.listCollections({ name: 'uids' }, { nameOnly: true }).toArray()).length === 0) throw err;
     }
