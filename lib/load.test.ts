@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { overloadConfig } from './config.js';
 import { ConfigError } from './errors.js';
 import { decideLoad, watchLoopDelay, windowDelayMs, type OverloadPolicy } from './load.js';
+import { eventually } from '../tests/support/services.js';
 
 const policy: OverloadPolicy = { backoffSeconds: 30, backoffInFlight: 10, maxInFlight: 20, backoffLoopDelayMs: 200, retryAfter: 7 };
 
@@ -64,24 +65,20 @@ function block(ms: number): void {
   while (performance.now() < end);
 }
 
-/** Polls until `read()` is above 0 (one window is 1 s), or gives up after `ms`. */
-async function whenPositive(read: () => number, ms: number): Promise<number> {
-  const deadline = performance.now() + ms;
-  while (read() <= 0 && performance.now() < deadline) {
-    block(150);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return read();
-}
-
 test('watchLoopDelay: one monitor per process, read by every user; it stops with its last user, and stop is idempotent', async () => {
   const a = watchLoopDelay();
   const b = watchLoopDelay();
   assert.equal(a.ms(), 0, 'nothing is read before the first window ends');
   a.stop();
   a.stop();
-  // b still holds the monitor, so its windows go on being read: a loop held 150 ms in every 200 ms reads above 0.
-  const busy = await whenPositive(() => b.ms(), 5_000);
+  // b still holds the monitor, so its 1 s windows go on being read: a loop held 150 ms in every 200 ms reads above 0.
+  const readsDelay = () => {
+    if (b.ms() > 0) return true;
+    block(150);
+    return false;
+  };
+  await eventually('the monitor reads a delay', readsDelay, { timeoutMs: 5_000, pollMs: 50 });
+  const busy = b.ms();
   assert.ok(busy > 0 && busy < 1_000, `a busy loop reads a delay (${busy} ms)`);
   const c = watchLoopDelay();
   assert.equal(c.ms(), busy, 'a new user reads the same monitor, not a new one');

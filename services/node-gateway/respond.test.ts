@@ -6,6 +6,7 @@ import http from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
 import { capturedLog } from '../../tests/support/log.js';
+import { eventually } from '../../tests/support/services.js';
 import { hasUnreadBody, sendError } from './respond.js';
 
 const { log, lines: logged } = capturedLog();
@@ -182,7 +183,6 @@ test('mid-response, the connection is cut; once answered, or with the client gon
     s.write(get('/client-gone'));
     setTimeout(() => s.destroy(), 50);
   });
-  const deadline = Date.now() + 3000;
-  while (!linesFor('client went away').some((l) => l.reason === 'nobody to tell') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await eventually('the gone client is logged', () => linesFor('client went away').some((l) => l.reason === 'nobody to tell'), { timeoutMs: 3000, pollMs: 20 });
   assert.equal(linesFor('client went away').at(-1)?.reason, 'nobody to tell');
 });
