@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { Duplex } from 'node:stream';
 import { answerClientErrors, clientErrorResponse } from './client-error.js';
 import { logger } from './log.js';
+import { rawExchange } from '../tests/support/services.js';
 
 test('clientErrorResponse: status by parser code, JSON body, X-Timestamp, nosniff', () => {
   const expected = (status: string, description: string, now: number) => {
@@ -60,15 +61,7 @@ test('answerClientErrors: answers a parser error with the JSON response; a reset
   assert.equal(ended.destroyed(), true, 'a socket that cannot be written is destroyed');
 });
 
-async function raw(port: number, request: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect(port, '127.0.0.1', () => s.end(request));
-    let out = '';
-    s.on('data', (d) => (out += d));
-    s.on('end', () => resolve(out));
-    s.on('error', reject);
-  });
-}
+const raw = async (port: number, request: string) => (await rawExchange(port, request, { end: true })).text;
 
 test('a real server answers a broken request line and oversized headers with JSON', async () => {
   const server = createServer({ maxHeaderSize: 1024 }, (_req, res) => res.end('ok'));

@@ -6,11 +6,12 @@ import { afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { gatewayConfig } from '../lib/config.js';
 import { hawkHeader } from '../lib/hawk.js';
 import { makeToken, nodeSecrets } from '../lib/token.js';
 import { startGateway, type Gateway } from '../services/node-gateway/server.js';
+import { rawExchange } from './support/services.js';
 
 const NODE_URL = 'http://node-1.example:8443';
 const MASTERS = [randomBytes(32).toString('hex')];
@@ -79,17 +80,9 @@ function authorization(method: string, path: string, uid = ATTACKER): string {
 }
 
 /** Sends raw bytes and reads until the gateway closes the connection; returns the status of every response (bodies here are short JSON). */
-function exchange(port: number, bytes: string): Promise<number[]> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.write(bytes, 'latin1'));
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const text = Buffer.concat(chunks).toString('latin1');
-      resolve([...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])));
-    });
-  });
+async function exchange(port: number, bytes: string): Promise<number[]> {
+  const { text } = await rawExchange(port, bytes);
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
 }
 
 /** The victim's request, as an attacker would hide it in a body. */

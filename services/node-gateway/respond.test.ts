@@ -6,7 +6,7 @@ import http from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { InvalidCredentials, InvalidTimestamp, ServiceUnavailable } from '../../lib/errors.js';
 import { capturedLog } from '../../tests/support/log.js';
-import { eventually } from '../../tests/support/services.js';
+import { eventually, rawExchange } from '../../tests/support/services.js';
 import { hasUnreadBody, sendError } from './respond.js';
 
 const { log, lines: logged } = capturedLog();
@@ -61,25 +61,8 @@ before(async () => {
 
 after(() => new Promise<void>((r) => server.close(() => r())));
 
-/** Sends raw requests on one connection and collects everything until the server closes it or `ms` pass. */
-function exchange(raw: string, ms = 1000): Promise<{ text: string; closed: boolean }> {
-  return new Promise((resolve, reject) => {
-    const s = connect(port, '127.0.0.1', () => s.write(raw));
-    let text = '';
-    let closed = false;
-    const timer = setTimeout(() => {
-      s.destroy();
-      resolve({ text, closed });
-    }, ms);
-    s.on('data', (d) => (text += d));
-    s.on('close', () => {
-      closed = true;
-      clearTimeout(timer);
-      resolve({ text, closed });
-    });
-    s.on('error', reject);
-  });
-}
+/** Raw requests on one connection: everything until the server closes it or `waitMs` pass. */
+const exchange = (raw: string, waitMs = 1000) => rawExchange(port, raw, { waitMs });
 
 const get = (p: string) => `GET ${p} HTTP/1.1\r\nHost: x\r\n\r\n`;
 const linesFor = (msg: string) => logged.filter((l) => l.msg === msg);

@@ -55,6 +55,29 @@ export async function serveTcp(
   };
 }
 
+/**
+ * Sends `bytes` (latin1, so any byte can be written) over one new connection to a loopback port and
+ * reads the answer until the connection closes, or until `waitMs` have passed (to see a connection
+ * kept open). `end` half-closes the connection once the bytes are sent.
+ */
+export function rawExchange(port: number, bytes: string, o: { end?: boolean; waitMs?: number } = {}): Promise<{ text: string; closed: boolean }> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => (o.end ? socket.end(bytes, 'latin1') : socket.write(bytes, 'latin1')));
+    const chunks: Buffer[] = [];
+    const done = (closed: boolean) => {
+      clearTimeout(timer);
+      resolve({ text: Buffer.concat(chunks).toString('latin1'), closed });
+    };
+    const timer = o.waitMs === undefined ? undefined : setTimeout(() => {
+      socket.destroy();
+      done(false);
+    }, o.waitMs);
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('close', () => done(true));
+    socket.on('error', reject);
+  });
+}
+
 /** The internal gRPC secret of this test process: servers require it, clients send it. */
 export const TEST_AUTH: GrpcAuth = { internalSecret: newSecret() };
 
