@@ -283,6 +283,21 @@ describe('the provider down', () => {
     await second.close();
   });
 
+  test('a start from the disk copy tries the provider again within the min interval, not a refresh period later', async () => {
+    const p = await provider([k1]);
+    const cache = cacheFile();
+    await (await loginWith(p, { OAUTH_JWKS_CACHE: cache })).close();
+    p.fail('down');
+    const login = await loginWith(p, { OAUTH_JWKS_CACHE: cache, OAUTH_JWKS_MIN_INTERVAL: '1', OAUTH_JWKS_REFRESH: '3600' });
+    assert.equal((await bearer(login, p.issuer, k1)).status, 200, 'verified with the cached set');
+    // Back, with k1 withdrawn: k1's kid is known, so only the background retry can learn it.
+    p.fail(null);
+    p.setKeys([k2]);
+    await eventually('k1 refused once the provider is back', async () => (await bearer(login, p.issuer, k1)).status === 401);
+    assert.equal((await bearer(login, p.issuer, k2)).status, 200);
+    await login.close();
+  });
+
   test('a disk copy of another provider is not used', async () => {
     const p = await provider([k1]);
     const other = await provider([rogue]);

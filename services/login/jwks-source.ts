@@ -258,8 +258,8 @@ class RemoteKeySource implements KeySource {
 
   async start(): Promise<void> {
     this.readCache();
-    await this.refresh('start');
-    this.schedule();
+    // A start that found the provider down, even with the disk copy in use, tries again soon.
+    this.schedule(await this.refresh('start'));
   }
 
   /** The disk copy, when it is of this source and holds a usable key: the set until a fetch succeeds. */
@@ -331,7 +331,7 @@ class RemoteKeySource implements KeySource {
   }
 
   /** The next background fetch: after OAUTH_JWKS_REFRESH with a fresh set, within OAUTH_JWKS_MIN_INTERVAL without one or after a failure. */
-  private schedule(lastOk = this.keys !== undefined): void {
+  private schedule(lastOk: boolean): void {
     if (this.closed) return;
     const seconds = lastOk ? this.settings.refreshSeconds : this.settings.minIntervalSeconds;
     this.timer = setTimeout(() => {
