@@ -6,11 +6,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { signingKey } from '../../tests/support/oauth.js';
 import { startOAuthProvider, type OAuthProvider } from '../../tests/support/oauth-provider.js';
+import { freePort } from '../../tests/support/services.js';
 import { discoveredJwksUri, FetchFailure, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, writeCacheFile } from './jwks-source.js';
 import { importUsableJwks } from './jwks.js';
 
@@ -158,5 +161,110 @@ describe('importUsableJwks: found missing by mutation testing', () => {
       { index: 0, reason: 'not a JSON object' },
       { index: 1, kid: long.slice(0, 100), reason: 'kty oct is not one of RS256' },
     ]);
+  });
+});
+
+// Found missing by mutation testing (npm run mutation -- services/login/jwks-source.ts).
+
+describe('parseJsonObject, discoveredJwksUri and FetchFailure: found missing by mutation testing', () => {
+  test('a JSON string or number is not an object; the media type is read case-blind, and its absence named', () => {
+    assert.throws(() => parseJsonObject('"keys"', 'application/json', 'the key set'), failure('malformed', /the key set is not a JSON object/));
+    assert.throws(() => parseJsonObject('42', 'application/json', 'the key set'), failure('malformed', /not a JSON object/));
+    assert.throws(() => parseJsonObject('{}', ' Text/HTML ; charset=utf-8', 'the key set'), failure('malformed', /^the key set is text\/html, not JSON$/));
+    assert.throws(() => parseJsonObject('<p>', '', 'the key set'), failure('malformed', /^the key set is not JSON \(no content type\)$/));
+    const e = new FetchFailure('timeout', 'slow');
+    assert.equal(e.name, 'FetchFailure');
+    assert.equal(e.message, 'slow');
+  });
+
+  test('a mismatched issuer is quoted, cut to 200 characters', () => {
+    const issuer = 'https://accounts.firefox.com';
+    const long = `https://${'a'.repeat(300)}`;
+    assert.throws(
+      () => discoveredJwksUri({ issuer: long, jwks_uri: 'https://a/' }, issuer),
+      (e: unknown) => e instanceof FetchFailure && e.message === `the discovery document names issuer ${JSON.stringify(long.slice(0, 200))}, not "${issuer}"`,
+    );
+  });
+});
+
+describe('the disk copy: found missing by mutation testing', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'jwks-cache-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('null, a number or a copy without fetched_at is not a copy; a source that is not a string is named, not a crash', () => {
+    const file = path.join(dir, 'copy.json');
+    for (const text of ['null', '42', '{"keys": [], "source": "x"}', '{"keys": [], "source": "x", "fetched_at": "today"}']) {
+      writeFileSync(file, text);
+      assert.throws(() => readCacheFile(file, 'x'), /^Error: not a key set copy$/, text);
+    }
+    writeFileSync(file, JSON.stringify({ keys: [], source: 42, fetched_at: 1 }));
+    assert.throws(() => readCacheFile(file, 'x'), /holds the keys of "42", not of "x"/);
+  });
+
+  test('a write whose rename fails throws and leaves no temporary file', () => {
+    // A non-empty directory where the copy goes: the rename over it fails.
+    const file = path.join(dir, 'occupied');
+    mkdirSync(path.join(file, 'inside'), { recursive: true });
+    assert.throws(() => writeCacheFile(file, { source: 'x', fetched_at: 1, keys: [] }), (e: NodeJS.ErrnoException) => e.code === 'EISDIR' || e.code === 'ENOTEMPTY');
+    assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith('.tmp')), []);
+  });
+});
+
+describe('fetchLimited at its limits: found missing by mutation testing', () => {
+  /** What the next request gets; `seen` holds each request's path and Accept header. */
+  let respond: (req: http.IncomingMessage, res: http.ServerResponse) => void = (_req, res) => res.end();
+  const seen: Array<{ url: string; accept: string | undefined }> = [];
+  const server = http.createServer((req, res) => {
+    seen.push({ url: req.url!, accept: req.headers.accept });
+    respond(req, res);
+  });
+  let base: string;
+  const limits = { timeoutMs: 5000, maxBytes: 100 };
+  before(async () => {
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise<void>((r) => server.close(() => r())));
+
+  test('exactly maxBytes passes, by Content-Length and streamed; one more byte is too large; no content type reads as ""', async () => {
+    for (const chunked of [false, true]) {
+      for (const size of [100, 101]) {
+        respond = (_req, res) => {
+          if (chunked) res.write('x'.repeat(size - 1));
+          res.end(chunked ? 'x' : 'x'.repeat(size));
+        };
+        const got = fetchLimited(`${base}/keys`, limits);
+        if (size === 100) assert.deepEqual(await got, { text: 'x'.repeat(100), contentType: '' });
+        else await assert.rejects(got, failure('too-large', chunked ? /sent more than 100 bytes/ : /sent 101 bytes, more than 100/));
+      }
+    }
+    assert.equal(seen.at(-1)!.accept, 'application/json');
+  });
+
+  test('three redirects within the origin are followed, a fourth is not; 300 is a redirect too', async () => {
+    respond = (req, res) => {
+      const hop = Number(req.url!.slice(1));
+      if (hop < 3) res.writeHead(hop === 0 ? 300 : 302, { location: `/${hop + 1}` }).end();
+      else res.end('{}');
+    };
+    assert.equal((await fetchLimited(`${base}/0`, limits)).text, '{}');
+    await assert.rejects(fetchLimited(`${base}/-1`, limits), failure('redirect', /^more than 3 redirects$/));
+  });
+
+  test('a redirect to nowhere, or to a Location that is no URL, fails; 400 is a status, not a redirect', async () => {
+    respond = (_req, res) => res.writeHead(301).end();
+    await assert.rejects(fetchLimited(`${base}/`, limits), failure('redirect', /redirected to nowhere usable$/));
+    respond = (_req, res) => res.writeHead(301, { location: 'http://[::1' }).end();
+    await assert.rejects(fetchLimited(`${base}/`, limits), failure('redirect', /redirected to nowhere usable$/));
+    respond = (_req, res) => res.writeHead(400, { location: '/elsewhere' }).end();
+    await assert.rejects(fetchLimited(`${base}/bad`, limits), failure('status', /\/bad answered HTTP 400$/));
+  });
+
+  test('a refused connection names the error code', async () => {
+    const port = await freePort();
+    await assert.rejects(fetchLimited(`http://127.0.0.1:${port}/keys`, limits), failure('unreachable', new RegExp(`^http://127\\.0\\.0\\.1:${port}: ECONNREFUSED$`)));
   });
 });
