@@ -196,6 +196,83 @@ test('a batch of more items than MAX_BATCH_ITEMS on the stream: that batch fails
   }
 });
 
+test('more logins in one turn than MAX_BATCH_ITEMS go in batches of at most that many, and each is answered', async () => {
+  const sizes: number[] = [];
+  const d = await holdingDirectory((r) => {
+    sizes.push(r.batch?.items.length ?? 0);
+    return undefined;
+  });
+  const b = backendsOf(d.server);
+  try {
+    for (const count of [MAX_BATCH_ITEMS, MAX_BATCH_ITEMS + 1]) {
+      sizes.length = 0;
+      const users = await Promise.all(Array.from({ length: count }, (_, i) => b.login(req(`many-${count}-${i}@example.com`), `rid-many-${i}`)));
+      assert.deepEqual(users.map((u) => u.email), Array.from({ length: count }, (_, i) => `many-${count}-${i}@example.com`));
+      assert.deepEqual(sizes, count === MAX_BATCH_ITEMS ? [MAX_BATCH_ITEMS] : [MAX_BATCH_ITEMS, 1]);
+    }
+  } finally {
+    b.close();
+    await d.server.close();
+  }
+});
+
+test('a batch refused as a whole fails each of its logins with that error; an item without a result fails with a 500', async () => {
+  const user = { service: 'sync', email: 'scripted@example.com', uid: 9, node: '', generation: 0, clientState: '', seenClientStates: [], replaced: [], createdAt: 1, keysChangedAt: undefined };
+  const streams = new OpenStreams();
+  // Answers by the first item's request id: the whole batch refused, a reply with results for some items only, or neither.
+  const scripted = answeringStream<LoginStreamRequest, LoginStreamReply>(streams, async (r) => {
+    const first = r.batch?.items[0]?.requestId;
+    if (first === 'whole') return { id: r.id, error: { errorClass: 'NewUsersDisabled', message: 'closed to new users', retryAfter: 0 } };
+    if (first === 'partial') return { id: r.id, batch: { results: [{ user }, { error: { errorClass: 'InvalidGeneration', message: 'lower', retryAfter: 0 } }, {}] } };
+    return { id: r.id };
+  });
+  const server = await startServer(
+    [{ definition: DirectoryService, implementation: { ...directoryService(store, logger('directory'), POLICY), loginStream: scripted }, name: 'tokenserver.directory.v1.Directory', streams }],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const b = backendsOf(server);
+  const batch = (ids: string[]) => Promise.allSettled(ids.map((id) => b.login(req(`${id}@example.com`), id)));
+  const reasons = (settled: PromiseSettledResult<unknown>[]) => settled.map((r) => (r.status === 'rejected' ? `${r.reason.constructor.name}: ${r.reason.message}` : 'fulfilled'));
+  try {
+    assert.deepEqual(reasons(await batch(['whole', 'whole-2'])), ['NewUsersDisabled: closed to new users', 'NewUsersDisabled: closed to new users']);
+    const partial = await batch(['partial', 'partial-2', 'partial-3', 'partial-4']);
+    assert.deepEqual(partial[0], { status: 'fulfilled', value: user });
+    assert.deepEqual(reasons(partial.slice(1)), [
+      'InvalidGeneration: lower',
+      'InternalError: directory LoginStream returned no result for an item',
+      'InternalError: directory LoginStream returned no result for an item',
+    ]);
+    assert.deepEqual(reasons(await batch(['neither'])), ['InternalError: directory LoginStream returned no result for an item']);
+  } finally {
+    b.close();
+    await server.close();
+  }
+});
+
+test('health: SERVING is up, NOT_SERVING or no answer is down; connect is true only when both backends connect', async () => {
+  const d = await holdingDirectory(() => undefined);
+  const missing = backendsOf(d.server);
+  // Both backends at the directory's address: its overall health answers for either.
+  const both = connectBackends(
+    { directoryAddr: `127.0.0.1:${d.server.port}`, nodeAssignAddr: `127.0.0.1:${d.server.port}`, auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
+    new LoginMetrics(),
+  );
+  try {
+    assert.equal(await both.connect(2000), true);
+    assert.deepEqual(await both.health(), { directory: true, nodeassign: true });
+    assert.equal(await missing.connect(300), false, 'nodeassign never answers');
+    assert.deepEqual(await missing.health(), { directory: true, nodeassign: false });
+    d.server.health.setStatus('', 'NOT_SERVING');
+    assert.deepEqual(await both.health(), { directory: false, nodeassign: false });
+  } finally {
+    both.close();
+    missing.close();
+    await d.server.close();
+  }
+});
+
 test('after close, a login fails with 503 rather than throwing out of the event loop', async () => {
   const d = await holdingDirectory(() => undefined);
   const b = backendsOf(d.server);
