@@ -5,8 +5,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as grpc from '@grpc/grpc-js';
-import { DirectoryClient, DirectoryService, type LoginRequest, type LoginStreamReply, type LoginStreamRequest } from '../../lib/gen/directory.js';
-import { InvalidGeneration, NewUsersDisabled, ServiceUnavailable } from '../../lib/errors.js';
+import { DirectoryClient, DirectoryService, type AssignNodeReply, type LoginRequest, type LoginStreamReply, type LoginStreamRequest } from '../../lib/gen/directory.js';
+import { InternalError, InvalidGeneration, NewUsersDisabled, ServiceUnavailable } from '../../lib/errors.js';
+import { NodeAssignService, type NodeReply } from '../../lib/gen/nodeassign.js';
 import { answeringStream, grpcClient, MAX_BATCH_ITEMS, OpenStreams, startServer, type RunningServer } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
@@ -270,6 +271,41 @@ test('health: SERVING is up, NOT_SERVING or no answer is down; connect is true o
     both.close();
     missing.close();
     await d.server.close();
+  }
+});
+
+test('a backend that answers without the node or the user it must gives a 500 naming the call; allocations are counted by application', async () => {
+  const node = { service: 'sync', url: 'https://node-1.example', capacity: 10, currentLoad: 1, available: 9, downed: false, backoff: false };
+  let withNode = true;
+  const nodeassign = await startServer(
+    [{ definition: NodeAssignService, implementation: { allocate: (_c: unknown, cb: grpc.sendUnaryData<NodeReply>) => cb(null, { node: withNode ? node : undefined }) }, name: 'tokenserver.nodeassign.v1.NodeAssign' }],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const directory = await startServer(
+    [{ definition: DirectoryService, implementation: { assignNode: (_c: unknown, cb: grpc.sendUnaryData<AssignNodeReply>) => cb(null, { user: undefined, assigned: true, released: 0 }) }, name: 'tokenserver.directory.v1.Directory' }],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const metrics = new LoginMetrics();
+  const b = connectBackends(
+    { directoryAddr: `127.0.0.1:${directory.port}`, nodeAssignAddr: `127.0.0.1:${nodeassign.port}`, auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
+    metrics,
+  );
+  const internal = (message: string) => (e: unknown) => e instanceof InternalError && e.message === message;
+  try {
+    assert.equal(await b.allocate('sync', 'rid-allocate'), node.url);
+    assert.deepEqual((await metrics.allocations.get()).values.map((v) => [v.labels, v.value]), [[{ application: 'sync' }, 1]]);
+    withNode = false;
+    await assert.rejects(b.allocate('sync', 'rid-no-node'), internal('nodeassign Allocate returned no node'));
+    await assert.rejects(b.assignNode({ service: 'sync', email: 'x@example.com', uid: 1, node: node.url }, 'rid-assign'), internal('directory AssignNode returned no user'));
+    assert.equal((await metrics.allocations.get()).values[0].value, 1, 'a failed allocation is not counted');
+  } finally {
+    b.close();
+    await directory.close();
+    await nodeassign.close();
   }
 });
 
