@@ -144,6 +144,7 @@ test('a directory that never answers: the batch fails with 503 at the deadline; 
     );
     assert.ok(err instanceof ServiceUnavailable, String(err));
     assert.equal(err.retryAfter, RETRY_AFTER);
+    assert.equal(err.message, 'backend unavailable: Deadline exceeded');
     assert.ok(Date.now() - started < 1500, `failed after ${Date.now() - started} ms`);
     release();
     await eventually('the late answer', () => d.answered() === 1, { pollMs: 5 });
@@ -309,6 +310,70 @@ test('a backend that answers without the node or the user it must gives a 500 na
   }
 });
 
+test('every call is timed under its method; an account retired gives back only the slots of records that had a node', async () => {
+  const d = await holdingDirectory(() => undefined);
+  // Claim keys are SHA-256 hex (of the token's issuer and jti).
+  const JTI_KEY = 'a1'.repeat(32);
+  const releases: string[] = [];
+  const nodeassign = await startServer(
+    [
+      {
+        definition: NodeAssignService,
+        implementation: {
+          allocate: (_c: unknown, cb: grpc.sendUnaryData<NodeReply>) => cb(null, { node: { service: 'sync', url: 'https://node-7.example', capacity: 1, currentLoad: 0, available: 1, downed: false, backoff: false } }),
+          release: (c: grpc.ServerUnaryCall<{ url: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) => {
+            releases.push(c.request.url);
+            cb(null, { node: undefined });
+          },
+        },
+        name: 'tokenserver.nodeassign.v1.NodeAssign',
+      },
+    ],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const metrics = new LoginMetrics();
+  const b = connectBackends(
+    { directoryAddr: `127.0.0.1:${d.server.port}`, nodeAssignAddr: `127.0.0.1:${nodeassign.port}`, auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
+    metrics,
+  );
+  try {
+    const u = await b.login(req('timed@example.com'), 'rid-timed');
+    const url = await b.allocate('sync', 'rid-timed');
+    assert.equal((await b.assignNode({ service: 'sync', email: u.email, uid: u.uid, node: url }, 'rid-timed')).user.node, url);
+    await b.release('sync', url, 'rid-timed');
+    assert.equal(await b.raiseGeneration(u.email, 42, 'rid-timed'), 1);
+    assert.equal(await b.claimEventToken(JTI_KEY, Date.now() + 60_000, 'rid-timed'), true);
+    assert.equal(await b.claimEventToken(JTI_KEY, Date.now() + 60_000, 'rid-timed'), false);
+    await b.releaseEventToken(JTI_KEY, 'rid-timed');
+    assert.equal(await b.claimEventToken(JTI_KEY, Date.now() + 60_000, 'rid-timed'), true);
+    const noNode = await b.login(req('timed-no-node@example.com'), 'rid-timed');
+    assert.deepEqual(await b.retireUser(noNode.email, '', 'rid-timed'), [{ service: 'sync', uid: noNode.uid, node: '' }]);
+    assert.deepEqual(releases, [url], 'a record without a node gives nothing back');
+    assert.deepEqual(await b.retireUser(u.email, 'sync', 'rid-timed'), [{ service: 'sync', uid: u.uid, node: url }]);
+    assert.deepEqual(releases, [url, url]);
+    assert.deepEqual(await b.health(), { directory: true, nodeassign: true });
+    const methods = new Set((await metrics.backendCalls.get()).values.map((v) => v.labels.method));
+    assert.deepEqual([...methods].sort(), [
+      'directory.AssignNode',
+      'directory.ClaimEventToken',
+      'directory.Health.Check',
+      'directory.Login',
+      'directory.RaiseGeneration',
+      'directory.ReleaseEventToken',
+      'directory.RetireUser',
+      'nodeassign.Allocate',
+      'nodeassign.Health.Check',
+      'nodeassign.Release',
+    ]);
+  } finally {
+    b.close();
+    await nodeassign.close();
+    await d.server.close();
+  }
+});
+
 test('after close, a login fails with 503 rather than throwing out of the event loop', async () => {
   const d = await holdingDirectory(() => undefined);
   const b = backendsOf(d.server);
@@ -327,5 +392,7 @@ test('the directory gone: every waiting login fails with 503 and the configured 
   for (const r of settled) {
     assert.ok(r.status === 'rejected' && r.reason instanceof ServiceUnavailable, String(r.status === 'rejected' ? r.reason : 'fulfilled'));
     assert.equal(r.reason.retryAfter, RETRY_AFTER);
+    // Failed by the stream's end, not left to their deadline.
+    assert.doesNotMatch(r.reason.message, /Deadline exceeded/);
   }
 });
