@@ -320,7 +320,9 @@ test('every call is timed under its method; an account retired gives back only t
       {
         definition: NodeAssignService,
         implementation: {
-          allocate: (_c: unknown, cb: grpc.sendUnaryData<NodeReply>) => cb(null, { node: { service: 'sync', url: 'https://node-7.example', capacity: 1, currentLoad: 0, available: 1, downed: false, backoff: false } }),
+          // A node named after the application asked for.
+          allocate: (c: grpc.ServerUnaryCall<{ service: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) =>
+            cb(null, { node: { service: c.request.service, url: `https://${c.request.service}-node.example`, capacity: 1, currentLoad: 0, available: 1, downed: false, backoff: false } }),
           release: (c: grpc.ServerUnaryCall<{ url: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) => {
             releases.push(c.request.url);
             cb(null, { node: undefined });
@@ -341,6 +343,7 @@ test('every call is timed under its method; an account retired gives back only t
   try {
     const u = await b.login(req('timed@example.com'), 'rid-timed');
     const url = await b.allocate('sync', 'rid-timed');
+    assert.equal(url, 'https://sync-node.example');
     assert.equal((await b.assignNode({ service: 'sync', email: u.email, uid: u.uid, node: url }, 'rid-timed')).user.node, url);
     await b.release('sync', url, 'rid-timed');
     assert.equal(await b.raiseGeneration(u.email, 42, 'rid-timed'), 1);
