@@ -14,7 +14,7 @@ import { httpRequest, type HttpResponse } from '../services/login/testkit.js';
 import type { RunningLogin } from '../services/login/server.js';
 import { MASTER_SECRETS, System } from './login.suite.js';
 import { startLoginProcess, type LoginProcess } from './support/login-process.js';
-import { bearerHeaders, mozillaKid, signingKey, type SigningKey } from './support/oauth.js';
+import { bearerHeaders, mozillaKid, signingKey, writeJwks, type SigningKey } from './support/oauth.js';
 import { startOAuthProvider, type OAuthProvider, type ProviderFailure } from './support/oauth-provider.js';
 import { loadOpenApi, responseProblems } from './support/openapi.js';
 import { metricValue } from './support/prometheus.js';
@@ -308,6 +308,38 @@ describe('the provider down', () => {
     const res = await bearer(login, p.issuer, rogue);
     assert.equal(res.status, 503, res.text);
     await login.close();
+  });
+});
+
+describe('the key source: found missing by mutation testing', () => {
+  test('a disk copy of this provider with no usable key is no set: 503 until the provider answers', async () => {
+    const p = await provider([k1]);
+    const cache = cacheFile();
+    writeFileSync(cache, JSON.stringify({ source: p.issuer, fetched_at: Date.now(), keys: [{ kty: 'oct', kid: 'hmac', k: 'c2VjcmV0' }] }));
+    p.fail('down');
+    const login = await loginWith(p, { OAUTH_JWKS_CACHE: cache });
+    const res = await bearer(login, p.issuer, k1);
+    assert.equal(res.status, 503, res.text);
+    assert.equal((await httpRequest(`${login.url}/__heartbeat__`)).status, 503);
+    await login.close();
+  });
+
+  test('a set from a file verifies, and the heartbeat has no check of a fetched set', async () => {
+    const login = await sys.startLogin({ OAUTH_JWKS: writeJwks(dir, 'file-set.json', [k1]), OAUTH_ISSUER: 'https://file.test.example', METRICS_HASH_SECRET: METRICS_SECRET });
+    assert.equal((await bearer(login, 'https://file.test.example', k1)).status, 200);
+    const heartbeat = await httpRequest(`${login.url}/__heartbeat__`);
+    assert.equal(heartbeat.status, 200, heartbeat.text);
+    assert.equal(heartbeat.json.checks.oauth_jwks, undefined, heartbeat.text);
+    await login.close();
+  });
+
+  test('a stopped login fetches no more', async () => {
+    const p = await provider([k1]);
+    const login = await loginWith(p, { OAUTH_JWKS_REFRESH: '1' });
+    await login.close();
+    const fetched = p.fetchCount();
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.equal(p.fetchCount(), fetched);
   });
 });
 
