@@ -14,7 +14,7 @@ import path from 'node:path';
 import { signingKey } from '../../tests/support/oauth.js';
 import { startOAuthProvider, type OAuthProvider } from '../../tests/support/oauth-provider.js';
 import { freePort } from '../../tests/support/services.js';
-import { discoveredJwksUri, FetchFailure, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, writeCacheFile } from './jwks-source.js';
+import { discoveredJwksUri, FetchFailure, fetchKeySet, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, writeCacheFile } from './jwks-source.js';
 import { importUsableJwks } from './jwks.js';
 
 const failure = (outcome: string, re?: RegExp) => (e: unknown) => e instanceof FetchFailure && e.outcome === outcome && (!re || re.test(e.message));
@@ -202,6 +202,8 @@ describe('the disk copy: found missing by mutation testing', () => {
     }
     writeFileSync(file, JSON.stringify({ keys: [], source: 42, fetched_at: 1 }));
     assert.throws(() => readCacheFile(file, 'x'), /holds the keys of "42", not of "x"/);
+    writeFileSync(file, JSON.stringify({ keys: [], source: 's'.repeat(300), fetched_at: 1 }));
+    assert.throws(() => readCacheFile(file, 'x'), /holds the keys of "s{200}", not of "x"/);
   });
 
   test('a write whose rename fails throws and leaves no temporary file', () => {
@@ -266,5 +268,34 @@ describe('fetchLimited at its limits: found missing by mutation testing', () => 
   test('a refused connection names the error code', async () => {
     const port = await freePort();
     await assert.rejects(fetchLimited(`http://127.0.0.1:${port}/keys`, limits), failure('unreachable', new RegExp(`^http://127\\.0\\.0\\.1:${port}: ECONNREFUSED$`)));
+  });
+});
+
+describe('fetchKeySet: found missing by mutation testing', () => {
+  test('discovery, then the set (or the set alone for a URL); each failure names the document at fault', async () => {
+    const p = await startOAuthProvider({ keys: [await signingKey('RS256', 'k1')] });
+    const byDiscovery = { variable: 'OAUTH_ISSUER', discoveryIssuer: p.issuer, refreshSeconds: 3600, minIntervalSeconds: 30, timeoutMs: 5000, maxBytes: 65_536, waitMs: 5000 };
+    const byUrl = { ...byDiscovery, variable: 'OAUTH_JWKS', discoveryIssuer: undefined, jwksUrl: p.jwksUri };
+    const quoted = p.jwksUri.replace(/[.]/g, '\\.');
+    try {
+      const got = await fetchKeySet(byDiscovery, ['RS256']);
+      assert.equal(got.url, p.jwksUri);
+      assert.deepEqual(got.keys.map((k) => k.kid), ['k1']);
+      assert.equal(got.usable.length, 1);
+      assert.deepEqual(got.skipped, []);
+      const discoveries = p.discoveryCount();
+      assert.equal((await fetchKeySet(byUrl, ['RS256'])).url, p.jwksUri);
+      assert.equal(p.discoveryCount(), discoveries, 'a URL needs no discovery');
+      p.fail('garbage');
+      await assert.rejects(fetchKeySet(byDiscovery, ['RS256']), failure('malformed', /^the discovery document is not JSON/));
+      await assert.rejects(fetchKeySet(byUrl, ['RS256']), failure('malformed', /^the key set is not JSON/));
+      p.fail('symmetric-keys');
+      await assert.rejects(fetchKeySet(byUrl, ['RS256']), failure('no-usable-key', new RegExp(`^${quoted} holds no usable key \\(1 skipped: kty oct is not one of RS256\\)$`)));
+      p.fail(null);
+      p.setKeys([]);
+      await assert.rejects(fetchKeySet(byUrl, ['RS256']), failure('no-usable-key', new RegExp(`^${quoted} holds no usable key \\(0 skipped: none there\\)$`)));
+    } finally {
+      await p.close();
+    }
   });
 });
