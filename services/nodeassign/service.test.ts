@@ -9,7 +9,7 @@ import { NodeAssignMetrics } from '../../lib/metrics.js';
 import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
 import { eventually, healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
-import { allocate, nodeAssignService } from './service.js';
+import { allocate, MAX_LOAD_CHECKS, nodeAssignService } from './service.js';
 import { SqliteNodeStore } from './store-sqlite.js';
 import type { NodeStore } from './store.js';
 import { sampleNode } from './store.contract.js';
@@ -355,4 +355,44 @@ test('ReconcileLoads: dry run reports the drift and changes nothing; then sets t
     await running.close();
     await store.close();
   }
+});
+
+// Found missing by mutation testing (npm run mutation -- services/nodeassign/service.ts).
+
+test('ImportNode: a dry run stores nothing; then created, unchanged and updated, each as given; no node → BadRequest', async () => {
+  const service = freshService();
+  const url = 'https://imported.example.com';
+  const node = sampleNode({ service, url, capacity: 50, currentLoad: 20, available: 3 });
+  const importNode = (n: Node | undefined, dryRun: boolean) => call(client, client.importNode, { node: n, dryRun }, opts);
+  assert.deepEqual(await importNode(node, true), { result: 'created', node });
+  assert.deepEqual(await listNodes(service), [], 'a dry run stores nothing');
+  assert.deepEqual(await importNode(node, false), { result: 'created', node });
+  assert.deepEqual(await importNode(node, false), { result: 'unchanged', node });
+  const changed = { ...node, currentLoad: 30, downed: true };
+  assert.deepEqual(await importNode(changed, true), { result: 'updated', node }, 'a dry run answers with the node as stored');
+  assert.deepEqual(await listNodes(service), [node]);
+  assert.deepEqual(await importNode(changed, false), { result: 'updated', node: changed });
+  assert.deepEqual(await listNodes(service), [changed]);
+  await assert.rejects(importNode(undefined, false), (e: unknown) => e instanceof BadRequest && e.message === 'node is required');
+});
+
+test('Release gives one slot back and answers the node; an unknown node → RecordNotFound; bad input → BadRequest', async () => {
+  const service = freshService();
+  const url = 'https://released.example.com';
+  await addNode(service, url, 10);
+  const taken = await allocateNode(service);
+  assert.equal(taken.currentLoad, 1);
+  const release = (u: string) => call(client, client.release, { service, url: u }, opts).then((r) => r.node!);
+  const back = await release(url);
+  assert.deepEqual([back.url, back.currentLoad, back.available], [url, 0, taken.available + 1]);
+  await assert.rejects(release('https://missing.example.com'), (e: unknown) => e instanceof RecordNotFound && e.message === `no node https://missing.example.com for ${service}`);
+  await assert.rejects(release('not a url'), BadRequest);
+});
+
+test('ReconcileLoads takes at most MAX_LOAD_CHECKS checks a call', async () => {
+  const service = freshService();
+  const check = { service, url: 'https://n.example.com', load: 0, expected: 0 };
+  const reconcile = (n: number) => call(client, client.reconcileLoads, { checks: Array.from({ length: n }, () => check), dryRun: true }, opts);
+  assert.equal((await reconcile(MAX_LOAD_CHECKS)).results.length, MAX_LOAD_CHECKS);
+  await assert.rejects(reconcile(MAX_LOAD_CHECKS + 1), (e: unknown) => e instanceof BadRequest && e.message === `at most ${MAX_LOAD_CHECKS} checks per call`);
 });
