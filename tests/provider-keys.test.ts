@@ -311,38 +311,6 @@ describe('the provider down', () => {
   });
 });
 
-describe('the key source: found missing by mutation testing', () => {
-  test('a disk copy of this provider with no usable key is no set: 503 until the provider answers', async () => {
-    const p = await provider([k1]);
-    const cache = cacheFile();
-    writeFileSync(cache, JSON.stringify({ source: p.issuer, fetched_at: Date.now(), keys: [{ kty: 'oct', kid: 'hmac', k: 'c2VjcmV0' }] }));
-    p.fail('down');
-    const login = await loginWith(p, { OAUTH_JWKS_CACHE: cache });
-    const res = await bearer(login, p.issuer, k1);
-    assert.equal(res.status, 503, res.text);
-    assert.equal((await httpRequest(`${login.url}/__heartbeat__`)).status, 503);
-    await login.close();
-  });
-
-  test('a set from a file verifies, and the heartbeat has no check of a fetched set', async () => {
-    const login = await sys.startLogin({ OAUTH_JWKS: writeJwks(dir, 'file-set.json', [k1]), OAUTH_ISSUER: 'https://file.test.example', METRICS_HASH_SECRET: METRICS_SECRET });
-    assert.equal((await bearer(login, 'https://file.test.example', k1)).status, 200);
-    const heartbeat = await httpRequest(`${login.url}/__heartbeat__`);
-    assert.equal(heartbeat.status, 200, heartbeat.text);
-    assert.equal(heartbeat.json.checks.oauth_jwks, undefined, heartbeat.text);
-    await login.close();
-  });
-
-  test('a stopped login fetches no more', async () => {
-    const p = await provider([k1]);
-    const login = await loginWith(p, { OAUTH_JWKS_REFRESH: '1' });
-    await login.close();
-    const fetched = p.fetchCount();
-    await new Promise((r) => setTimeout(r, 2500));
-    assert.equal(p.fetchCount(), fetched);
-  });
-});
-
 describe('the first start without the provider', () => {
   test('login starts; Bearer answers 503 + Retry-After and the heartbeat 503 until the set arrives', async () => {
     const p = await provider([k1]);
@@ -579,5 +547,39 @@ describe('the account events webhook with WEBHOOK_JWKS as a URL', () => {
     const heartbeat = await httpRequest(`${down.url}/__heartbeat__`);
     assert.equal(heartbeat.json.checks.webhook_jwks, 'unavailable');
     await down.close();
+  });
+});
+
+// Found missing by mutation testing (npm run mutation -- services/login/jwks-source.ts).
+
+describe('the key source: found missing by mutation testing', () => {
+  test('a disk copy of this provider with no usable key is no set: 503 until the provider answers', async () => {
+    const p = await provider([k1]);
+    const cache = cacheFile();
+    writeFileSync(cache, JSON.stringify({ source: p.issuer, fetched_at: Date.now(), keys: [{ kty: 'oct', kid: 'hmac', k: 'c2VjcmV0' }] }));
+    p.fail('down');
+    const login = await loginWith(p, { OAUTH_JWKS_CACHE: cache });
+    const res = await bearer(login, p.issuer, k1);
+    assert.equal(res.status, 503, res.text);
+    assert.equal((await httpRequest(`${login.url}/__heartbeat__`)).status, 503);
+    await login.close();
+  });
+
+  test('a set from a file verifies, and the heartbeat has no check of a fetched set', async () => {
+    const login = await sys.startLogin({ OAUTH_JWKS: writeJwks(dir, 'file-set.json', [k1]), OAUTH_ISSUER: 'https://file.test.example', METRICS_HASH_SECRET: METRICS_SECRET });
+    assert.equal((await bearer(login, 'https://file.test.example', k1)).status, 200);
+    const heartbeat = await httpRequest(`${login.url}/__heartbeat__`);
+    assert.equal(heartbeat.status, 200, heartbeat.text);
+    assert.equal(heartbeat.json.checks.oauth_jwks, undefined, heartbeat.text);
+    await login.close();
+  });
+
+  test('a stopped login fetches no more', async () => {
+    const p = await provider([k1]);
+    const login = await loginWith(p, { OAUTH_JWKS_REFRESH: '1' });
+    await login.close();
+    const fetched = p.fetchCount();
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.equal(p.fetchCount(), fetched);
   });
 });
