@@ -6,10 +6,10 @@ import { NodeAssignClient, NodeAssignService, type LoadCheck, type Node, type Up
 import { call, grpcClient, startServer } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { NodeAssignMetrics } from '../../lib/metrics.js';
-import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound } from '../../lib/errors.js';
+import { BadRequest, Conflict, NoNodeAvailable, ProtocolError, RecordNotFound, ServiceUnavailable } from '../../lib/errors.js';
 import { eventually, healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 import { startNodeAssign, type RunningNodeAssign } from './server.js';
-import { allocate, MAX_LOAD_CHECKS, nodeAssignService } from './service.js';
+import { allocate, importNode, MAX_LOAD_CHECKS, MAX_ROUNDS, nodeAssignService, reconcileLoad } from './service.js';
 import { SqliteNodeStore } from './store-sqlite.js';
 import type { NodeStore } from './store.js';
 import { sampleNode } from './store.contract.js';
@@ -395,4 +395,68 @@ test('ReconcileLoads takes at most MAX_LOAD_CHECKS checks a call', async () => {
   const reconcile = (n: number) => call(client, client.reconcileLoads, { checks: Array.from({ length: n }, () => check), dryRun: true }, opts);
   assert.equal((await reconcile(MAX_LOAD_CHECKS)).results.length, MAX_LOAD_CHECKS);
   await assert.rejects(reconcile(MAX_LOAD_CHECKS + 1), (e: unknown) => e instanceof BadRequest && e.message === `at most ${MAX_LOAD_CHECKS} checks per call`);
+});
+
+/** `inner` with `candidates` and `get` counted, and `claim` or `replace` always losing the race when told to. */
+function losingStore(inner: SqliteNodeStore, loses: { claim?: boolean; replace?: boolean }) {
+  const counts = { candidates: 0, get: 0 };
+  const store: NodeStore = Object.create(inner);
+  store.candidates = (service, limit) => {
+    counts.candidates++;
+    return inner.candidates(service, limit);
+  };
+  store.get = (service, url) => {
+    counts.get++;
+    return inner.get(service, url);
+  };
+  if (loses.claim) store.claim = async () => null;
+  if (loses.replace) store.replace = async () => false;
+  return { store, counts };
+}
+
+test('allocate: claims lost every round end after MAX_ROUNDS; a full service with no slot to release fails after one', async () => {
+  const inner = SqliteNodeStore.open(':memory:');
+  try {
+    await inner.add(sampleNode({ service: 'contended', url: 'https://n.example', capacity: 10, currentLoad: 0, available: 5 }));
+    const lost = losingStore(inner, { claim: true });
+    await assert.rejects(allocate(lost.store, 'contended', RELEASE_RATE), NoNodeAvailable);
+    assert.equal(lost.counts.candidates, MAX_ROUNDS);
+    await inner.add(sampleNode({ service: 'full', url: 'https://n.example', capacity: 10, currentLoad: 10, available: 0 }));
+    const full = losingStore(inner, {});
+    await assert.rejects(allocate(full.store, 'full', RELEASE_RATE), (e: unknown) => e instanceof NoNodeAvailable && e.message === 'no node has room for new users of full');
+    assert.equal(full.counts.candidates, 1);
+  } finally {
+    await inner.close();
+  }
+});
+
+test('ImportNode whose compare-and-set loses every round gives up after MAX_ROUNDS with a 503', async () => {
+  const inner = SqliteNodeStore.open(':memory:');
+  try {
+    const node = sampleNode({ url: 'https://busy.example' });
+    await inner.add(node);
+    const lost = losingStore(inner, { replace: true });
+    await assert.rejects(
+      importNode(lost.store, { node: { ...node, currentLoad: 5 }, dryRun: false }),
+      (e: unknown) => e instanceof ServiceUnavailable && e.message === 'node https://busy.example is too busy to import now',
+    );
+    assert.equal(lost.counts.get, MAX_ROUNDS);
+  } finally {
+    await inner.close();
+  }
+});
+
+test('reconcileLoad refuses a negative expected load; a correction is counted under its application', async () => {
+  const inner = SqliteNodeStore.open(':memory:');
+  try {
+    await inner.add(sampleNode({ service: 'sync', url: 'https://drift.example', currentLoad: 3 }));
+    const metrics = new NodeAssignMetrics();
+    // The node counts 3; its records call for 2.
+    const check = { service: 'sync', url: 'https://drift.example', load: 3, expected: 2 };
+    await assert.rejects(reconcileLoad(inner, { ...check, expected: -1 }, false, metrics), (e: unknown) => e instanceof BadRequest && e.message === 'load and expected must be non-negative integers');
+    assert.equal(await reconcileLoad(inner, check, false, metrics), 'corrected');
+    assert.match((await metrics.page()).body, /^nodeassign_load_corrections_total\{application="sync",service="nodeassign"\} 1$/m);
+  } finally {
+    await inner.close();
+  }
 });

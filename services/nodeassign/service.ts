@@ -41,7 +41,7 @@ import type { NodeRecord, NodeStore } from './store.js';
 /** Candidates read per round: enough to get past the few that concurrent requests just filled. */
 const CANDIDATES = 8;
 /** Rounds before giving up; each round ends only after other requests took slots or slots were released. */
-const MAX_ROUNDS = 50;
+export const MAX_ROUNDS = 50;
 
 function fail(problem: Error | null): void {
   if (problem) throw problem;
