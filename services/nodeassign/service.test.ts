@@ -85,7 +85,7 @@ test('AddNode opens ceil(capacity × release rate) slots; a duplicate → Confli
   const service = freshService();
   const node = await addNode(service, 'https://n1.example.com', 95);
   assert.deepEqual(node, { service, url: 'https://n1.example.com', capacity: 95, currentLoad: 0, available: 10, downed: false, backoff: false });
-  await assert.rejects(addNode(service, 'https://n1.example.com', 5), (e: unknown) => e instanceof Conflict && e.status === 409);
+  await assert.rejects(addNode(service, 'https://n1.example.com', 5), (e: unknown) => e instanceof Conflict && e.status === 409 && e.message === `node https://n1.example.com exists already for ${service}`);
   assert.equal((await listNodes(service))[0].capacity, 95, 'the first node stays');
 });
 
@@ -110,7 +110,7 @@ test('UpdateNode changes capacity, downed and backoff; a missing node → Record
   assert.deepEqual([n.capacity, n.downed, n.backoff], [20, true, true], 'fields not given are kept');
   const back = await updateNode({ service, url, downed: false, backoff: false });
   assert.deepEqual([back.capacity, back.downed, back.backoff], [20, false, false]);
-  await assert.rejects(updateNode({ service, url: 'https://missing.example.com', downed: true }), RecordNotFound);
+  await assert.rejects(updateNode({ service, url: 'https://missing.example.com', downed: true }), (e: unknown) => e instanceof RecordNotFound && e.message === `no node https://missing.example.com for ${service}`);
 });
 
 test('ListNodes by service and for every service; RemoveNode returns the node, then RecordNotFound', async () => {
@@ -123,7 +123,7 @@ test('ListNodes by service and for every service; RemoveNode returns the node, t
   const all = (await listNodes('')).filter((n) => n.service === a || n.service === b).map((n) => `${n.service} ${n.url}`);
   assert.deepEqual(all, [`${a} https://x.example.com`, `${a} https://y.example.com`, `${b} https://x.example.com`]);
   assert.equal((await removeNode(a, 'https://x.example.com')).url, 'https://x.example.com');
-  await assert.rejects(removeNode(a, 'https://x.example.com'), (e: unknown) => e instanceof RecordNotFound && e.status === 404);
+  await assert.rejects(removeNode(a, 'https://x.example.com'), (e: unknown) => e instanceof RecordNotFound && e.status === 404 && e.message === `no node https://x.example.com for ${a}`);
   assert.equal((await listNodes(b)).length, 1);
 });
 
