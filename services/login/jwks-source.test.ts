@@ -17,6 +17,10 @@ import { freePort } from '../../tests/support/services.js';
 import { discoveredJwksUri, FetchFailure, fetchKeySet, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, writeCacheFile } from './jwks-source.js';
 import { importUsableJwks } from './jwks.js';
 
+/** The disk copy tests' files, removed after them. */
+const dir = mkdtempSync(path.join(tmpdir(), 'jwks-cache-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
 const failure = (outcome: string, re?: RegExp) => (e: unknown) => e instanceof FetchFailure && e.outcome === outcome && (!re || re.test(e.message));
 
 describe('parseJsonObject and jwksKeys', () => {
@@ -75,12 +79,6 @@ describe('importUsableJwks: a fetched set, key by key', () => {
 });
 
 describe('the disk copy', () => {
-  let dir: string;
-  before(() => {
-    dir = mkdtempSync(path.join(tmpdir(), 'jwks-cache-'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-
   test('written 0600, whole, over a link without following it; read only for its own source', () => {
     const file = path.join(dir, 'oauth-jwks.json');
     const target = path.join(dir, 'elsewhere');
@@ -188,12 +186,6 @@ describe('parseJsonObject, discoveredJwksUri and FetchFailure: found missing by 
 });
 
 describe('the disk copy: found missing by mutation testing', () => {
-  let dir: string;
-  before(() => {
-    dir = mkdtempSync(path.join(tmpdir(), 'jwks-cache-'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-
   test('null, a number or a copy without fetched_at is not a copy; a source that is not a string is named, not a crash', () => {
     const file = path.join(dir, 'copy.json');
     for (const text of ['null', '42', '{"keys": [], "source": "x"}', '{"keys": [], "source": "x", "fetched_at": "today"}']) {
