@@ -8,7 +8,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { DirectoryClient, DirectoryService, type AssignNodeReply, type LoginRequest, type LoginStreamReply, type LoginStreamRequest } from '../../lib/gen/directory.js';
 import { InternalError, InvalidGeneration, NewUsersDisabled, ServiceUnavailable } from '../../lib/errors.js';
 import { NodeAssignService, type NodeReply } from '../../lib/gen/nodeassign.js';
-import { answeringStream, grpcClient, MAX_BATCH_ITEMS, OpenStreams, startServer, type RunningServer } from '../../lib/grpc.js';
+import { answeringStream, grpcClient, MAX_BATCH_ITEMS, OpenStreams, startServer, type RunningServer, type ServiceSpec } from '../../lib/grpc.js';
 import { logger } from '../../lib/log.js';
 import { LoginMetrics } from '../../lib/metrics.js';
 import { directoryService, loginStreamAnswer } from '../directory/service.js';
@@ -25,6 +25,13 @@ const calls: Record<string, number> = {};
 const RETRY_AFTER = 7;
 const POLICY = { clientStateChangesPerDay: 10 };
 
+const DIRECTORY = { definition: DirectoryService, name: 'tokenserver.directory.v1.Directory' };
+const NODEASSIGN = { definition: NodeAssignService, name: 'tokenserver.nodeassign.v1.NodeAssign' };
+
+/** A gRPC server on a loopback port of its own with one service (`DIRECTORY` or `NODEASSIGN`) and these handlers. */
+const serve = (service: Pick<ServiceSpec, 'definition' | 'name'>, implementation: grpc.UntypedServiceImplementation, streams?: OpenStreams): Promise<RunningServer> =>
+  startServer([{ ...service, implementation, streams }], '127.0.0.1', 0, TEST_AUTH);
+
 before(async () => {
   store = SqliteUserStore.open(temp.storeUrl.slice('sqlite:'.length));
   const impl = directoryService(store, logger('directory'), POLICY);
@@ -39,11 +46,8 @@ before(async () => {
       },
     ]),
   );
-  server = await startServer([{ definition: DirectoryService, implementation: counted, name: 'tokenserver.directory.v1.Directory' }], '127.0.0.1', 0, TEST_AUTH);
-  backends = connectBackends(
-    { directoryAddr: `127.0.0.1:${server.port}`, nodeAssignAddr: '127.0.0.1:1', auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
-    new LoginMetrics(),
-  );
+  server = await serve(DIRECTORY, counted);
+  backends = backendsOf(server);
 });
 
 after(async () => {
@@ -96,14 +100,21 @@ async function holdingDirectory(hold: (req: LoginStreamRequest) => Promise<void>
       stream(call);
     },
   };
-  const running = await startServer([{ definition: DirectoryService, implementation, name: 'tokenserver.directory.v1.Directory', streams }], '127.0.0.1', 0, TEST_AUTH);
+  const running = await serve(DIRECTORY, implementation, streams);
   return { server: running, streams, opened: () => opened, answered: () => answered };
 }
 
-const backendsOf = (server: RunningServer, o: { deadlineMs?: number; streamMaxAgeMs?: number } = {}): Backends =>
+/** Login's backends against `server` as the directory, and nodeassign at `nodeAssignPort` (none: a port nothing answers on). */
+const backendsOf = (server: RunningServer, o: { deadlineMs?: number; streamMaxAgeMs?: number; nodeAssignPort?: number; metrics?: LoginMetrics } = {}): Backends =>
   connectBackends(
-    { directoryAddr: `127.0.0.1:${server.port}`, nodeAssignAddr: '127.0.0.1:1', auth: TEST_AUTH, grpcDeadlineMs: o.deadlineMs ?? 2000, retryAfter: RETRY_AFTER },
-    new LoginMetrics(),
+    {
+      directoryAddr: `127.0.0.1:${server.port}`,
+      nodeAssignAddr: `127.0.0.1:${o.nodeAssignPort ?? 1}`,
+      auth: TEST_AUTH,
+      grpcDeadlineMs: o.deadlineMs ?? 2000,
+      retryAfter: RETRY_AFTER,
+    },
+    o.metrics ?? new LoginMetrics(),
     o.streamMaxAgeMs,
   );
 
@@ -228,12 +239,7 @@ test('a batch refused as a whole fails each of its logins with that error; an it
     if (first === 'partial') return { id: r.id, batch: { results: [{ user }, { error: { errorClass: 'InvalidGeneration', message: 'lower', retryAfter: 0 } }, {}] } };
     return { id: r.id };
   });
-  const server = await startServer(
-    [{ definition: DirectoryService, implementation: { ...directoryService(store, logger('directory'), POLICY), loginStream: scripted }, name: 'tokenserver.directory.v1.Directory', streams }],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
+  const server = await serve(DIRECTORY, { ...directoryService(store, logger('directory'), POLICY), loginStream: scripted }, streams);
   const b = backendsOf(server);
   const batch = (ids: string[]) => Promise.allSettled(ids.map((id) => b.login(req(`${id}@example.com`), id)));
   const reasons = (settled: PromiseSettledResult<unknown>[]) => settled.map((r) => (r.status === 'rejected' ? `${r.reason.constructor.name}: ${r.reason.message}` : 'fulfilled'));
@@ -257,10 +263,7 @@ test('health: SERVING is up, NOT_SERVING or no answer is down; connect is true o
   const d = await holdingDirectory(() => undefined);
   const missing = backendsOf(d.server);
   // Both backends at the directory's address: its overall health answers for either.
-  const both = connectBackends(
-    { directoryAddr: `127.0.0.1:${d.server.port}`, nodeAssignAddr: `127.0.0.1:${d.server.port}`, auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
-    new LoginMetrics(),
-  );
+  const both = backendsOf(d.server, { nodeAssignPort: d.server.port });
   try {
     assert.equal(await both.connect(2000), true);
     assert.deepEqual(await both.health(), { directory: true, nodeassign: true });
@@ -278,23 +281,10 @@ test('health: SERVING is up, NOT_SERVING or no answer is down; connect is true o
 test('a backend that answers without the node or the user it must gives a 500 naming the call; allocations are counted by application', async () => {
   const node = { service: 'sync', url: 'https://node-1.example', capacity: 10, currentLoad: 1, available: 9, downed: false, backoff: false };
   let withNode = true;
-  const nodeassign = await startServer(
-    [{ definition: NodeAssignService, implementation: { allocate: (_c: unknown, cb: grpc.sendUnaryData<NodeReply>) => cb(null, { node: withNode ? node : undefined }) }, name: 'tokenserver.nodeassign.v1.NodeAssign' }],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
-  const directory = await startServer(
-    [{ definition: DirectoryService, implementation: { assignNode: (_c: unknown, cb: grpc.sendUnaryData<AssignNodeReply>) => cb(null, { user: undefined, assigned: true, released: 0 }) }, name: 'tokenserver.directory.v1.Directory' }],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
+  const nodeassign = await serve(NODEASSIGN, { allocate: (_c: unknown, cb: grpc.sendUnaryData<NodeReply>) => cb(null, { node: withNode ? node : undefined }) });
+  const directory = await serve(DIRECTORY, { assignNode: (_c: unknown, cb: grpc.sendUnaryData<AssignNodeReply>) => cb(null, { user: undefined, assigned: true, released: 0 }) });
   const metrics = new LoginMetrics();
-  const b = connectBackends(
-    { directoryAddr: `127.0.0.1:${directory.port}`, nodeAssignAddr: `127.0.0.1:${nodeassign.port}`, auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
-    metrics,
-  );
+  const b = backendsOf(directory, { nodeAssignPort: nodeassign.port, metrics });
   const internal = (message: string) => (e: unknown) => e instanceof InternalError && e.message === message;
   try {
     assert.equal(await b.allocate('sync', 'rid-allocate'), node.url);
@@ -315,31 +305,17 @@ test('every call is timed under its method; an account retired gives back only t
   // Claim keys are SHA-256 hex (of the token's issuer and jti).
   const JTI_KEY = 'a1'.repeat(32);
   const releases: string[] = [];
-  const nodeassign = await startServer(
-    [
-      {
-        definition: NodeAssignService,
-        implementation: {
-          // A node named after the application asked for.
-          allocate: (c: grpc.ServerUnaryCall<{ service: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) =>
-            cb(null, { node: { service: c.request.service, url: `https://${c.request.service}-node.example`, capacity: 1, currentLoad: 0, available: 1, downed: false, backoff: false } }),
-          release: (c: grpc.ServerUnaryCall<{ url: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) => {
-            releases.push(c.request.url);
-            cb(null, { node: undefined });
-          },
-        },
-        name: 'tokenserver.nodeassign.v1.NodeAssign',
-      },
-    ],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
+  const nodeassign = await serve(NODEASSIGN, {
+    // A node named after the application asked for.
+    allocate: (c: grpc.ServerUnaryCall<{ service: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) =>
+      cb(null, { node: { service: c.request.service, url: `https://${c.request.service}-node.example`, capacity: 1, currentLoad: 0, available: 1, downed: false, backoff: false } }),
+    release: (c: grpc.ServerUnaryCall<{ url: string }, NodeReply>, cb: grpc.sendUnaryData<NodeReply>) => {
+      releases.push(c.request.url);
+      cb(null, { node: undefined });
+    },
+  });
   const metrics = new LoginMetrics();
-  const b = connectBackends(
-    { directoryAddr: `127.0.0.1:${d.server.port}`, nodeAssignAddr: `127.0.0.1:${nodeassign.port}`, auth: TEST_AUTH, grpcDeadlineMs: 2000, retryAfter: RETRY_AFTER },
-    metrics,
-  );
+  const b = backendsOf(d.server, { nodeAssignPort: nodeassign.port, metrics });
   try {
     const u = await b.login(req('timed@example.com'), 'rid-timed');
     const url = await b.allocate('sync', 'rid-timed');
