@@ -282,10 +282,11 @@ for (const { at, ending } of [
   { at: 'claim', ending: 'deadline' },
   { at: 'claim', ending: 'cancel' },
 ] as const) {
-  test(`Allocate whose caller is gone (${ending}) while the store is slow in ${at} leaves the load unchanged`, async () => {
+  test(`Allocate whose caller is gone (${ending}) while the store is slow in ${at} leaves the load unchanged, counted as abandoned`, async () => {
     const inner = SqliteNodeStore.open(':memory:');
     const gated = gatedStore(inner, at);
-    const running = await startServer([{ definition: NodeAssignService, implementation: nodeAssignService(gated.store, logger('nodeassign'), RELEASE_RATE), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
+    const metrics = new NodeAssignMetrics();
+    const running = await startServer([{ definition: NodeAssignService, implementation: nodeAssignService(gated.store, logger('nodeassign'), RELEASE_RATE, metrics), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
     const c = grpcClient(NodeAssignClient, `127.0.0.1:${running.port}`, TEST_AUTH);
     try {
       await inner.add(sampleNode({ url: 'https://n.example', capacity: 10, currentLoad: 0, available: 10 }));
@@ -314,6 +315,8 @@ for (const { at, ending } of [
       const node = await inner.get('sync', 'https://n.example');
       assert.equal(node?.currentLoad, 0);
       assert.equal(node?.available, 10);
+      // Once, under the caller's application.
+      assert.match((await metrics.page()).body, /^nodeassign_abandoned_claims_total\{application="sync",service="nodeassign"\} 1$/m);
     } finally {
       c.close();
       await running.close();
