@@ -11,10 +11,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { LoginMetrics } from '../../lib/metrics.js';
+import { capturedLog } from '../../tests/support/log.js';
 import { signingKey } from '../../tests/support/oauth.js';
 import { startOAuthProvider, type OAuthProvider } from '../../tests/support/oauth-provider.js';
-import { freePort } from '../../tests/support/services.js';
-import { discoveredJwksUri, FetchFailure, fetchKeySet, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, writeCacheFile } from './jwks-source.js';
+import { eventually, freePort } from '../../tests/support/services.js';
+import { discoveredJwksUri, FetchFailure, fetchKeySet, fetchLimited, jwksKeys, parseJsonObject, readCacheFile, startKeySource, writeCacheFile, type KeySource } from './jwks-source.js';
 import { importUsableJwks } from './jwks.js';
 
 /** The disk copy tests' files, removed after them. */
@@ -289,5 +291,145 @@ describe('fetchKeySet: found missing by mutation testing', () => {
     } finally {
       await p.close();
     }
+  });
+});
+
+describe('the key source: what it logs', () => {
+  // What an operator reads when keys from the provider go wrong: which set, from where, why, and for
+  // how long the last good set has been kept. Never a key's material: the kids alone.
+  let p: OAuthProvider;
+  let good: Awaited<ReturnType<typeof signingKey>>;
+  before(async () => {
+    good = await signingKey('RS256', 'k1');
+    p = await startOAuthProvider({ keys: [good] });
+  });
+  after(() => p.close());
+
+  const settings = (cache: string | undefined, seconds: { refresh?: number; min?: number } = {}) => ({
+    variable: 'OAUTH_JWKS',
+    jwksUrl: p.jwksUri,
+    cache,
+    refreshSeconds: seconds.refresh ?? 3600,
+    minIntervalSeconds: seconds.min ?? 30,
+    timeoutMs: 5000,
+    maxBytes: 65_536,
+    waitMs: 5000,
+  });
+  /** A source started on `cache`, its lines, and the lines with `msg`. */
+  async function started(cache: string | undefined, seconds?: { refresh?: number; min?: number }) {
+    const { log, lines } = capturedLog();
+    const source = await startKeySource({ remote: settings(cache, seconds) }, 'OAUTH_JWKS', { set: 'oauth', algorithms: ['RS256'], log, metrics: new LoginMetrics() });
+    return { source, lines, withMsg: (msg: string) => lines.filter((l) => l.msg === msg) };
+  }
+  const fields = (line: Record<string, any>, ...names: string[]) => Object.fromEntries(names.map((n) => [n, line[n]]));
+  let sources: KeySource[] = [];
+  const stopAll = () => {
+    for (const s of sources) s.close();
+    sources = [];
+  };
+
+  test('a first start: no copy yet (info), each skipped key with its index, kid and why (warn), the set fetched with its kids and reason', async (t) => {
+    t.after(stopAll);
+    p.fail(null);
+    p.setKeys([good, { kty: 'oct', kid: 'hmac', k: 'c2VjcmV0' }]);
+    const file = path.join(dir, 'log-first.json');
+    const { source, lines, withMsg } = await started(file);
+    sources.push(source);
+    const [none] = withMsg('no cached key set yet');
+    assert.equal(none.level, 30);
+    assert.deepEqual(fields(none, 'set', 'variable', 'file'), { set: 'oauth', variable: 'OAUTH_JWKS', file });
+    const [skipped] = withMsg('key of the fetched set skipped');
+    assert.equal(skipped.level, 40);
+    assert.deepEqual(fields(skipped, 'set', 'variable', 'url', 'key', 'kid'), { set: 'oauth', variable: 'OAUTH_JWKS', url: p.jwksUri, key: 1, kid: 'hmac' });
+    assert.match(skipped.reason, /kty oct is not one of RS256/);
+    const [fetched] = withMsg('key set fetched');
+    assert.equal(fetched.level, 30);
+    assert.deepEqual(fields(fetched, 'set', 'variable', 'url', 'reason', 'keys', 'kids'), { set: 'oauth', variable: 'OAUTH_JWKS', url: p.jwksUri, reason: 'start', keys: 1, kids: ['k1'] });
+    assert.equal(lines.length, 3, JSON.stringify(lines));
+    const all = JSON.stringify(lines);
+    assert.ok(!all.includes(String(good.publicJwk.n)) && !all.includes('c2VjcmV0'), 'no key material in the lines');
+  });
+
+  test('a restart from the copy with the provider down: the copy read (info, its keys and age), then the failed fetch, the last good set kept (warn)', async (t) => {
+    t.after(stopAll);
+    p.setKeys([good]);
+    const file = path.join(dir, 'log-restart.json');
+    // A copy written 90 s ago, as the source writes it.
+    const fetchedAt = Date.now() - 90_000;
+    writeCacheFile(file, { source: p.jwksUri, fetched_at: fetchedAt, keys: [good.publicJwk] });
+    p.fail('down');
+    const { source, withMsg } = await started(file);
+    sources.push(source);
+    const [read] = withMsg('cached key set read');
+    assert.equal(read.level, 30);
+    assert.deepEqual(fields(read, 'set', 'variable', 'file', 'keys', 'fetchedAt'), { set: 'oauth', variable: 'OAUTH_JWKS', file, keys: 1, fetchedAt: new Date(fetchedAt).toISOString() });
+    const [kept] = withMsg('key set fetch failed; the last good set stays');
+    assert.equal(kept.level, 40);
+    assert.deepEqual(fields(kept, 'set', 'variable', 'reason', 'outcome'), { set: 'oauth', variable: 'OAUTH_JWKS', reason: 'start', outcome: 'unreachable' });
+    assert.match(kept.err, /^http:\/\/127\.0\.0\.1:\d+: /);
+    assert.ok(kept.keptSetAgeSeconds >= 90 && kept.keptSetAgeSeconds <= 95, `kept for ${kept.keptSetAgeSeconds} s`);
+    p.fail(null);
+  });
+
+  test('no copy and no provider: the failed fetch says 503 until the next try (warn), with no kept set; the try after it is a retry', async (t) => {
+    t.after(stopAll);
+    p.fail('down');
+    const { source, withMsg, lines } = await started(undefined, { min: 0.2 });
+    sources.push(source);
+    const [failed] = withMsg('key set fetch failed; no key set yet (answering 503), trying again within 0.2 s');
+    assert.equal(failed.level, 40);
+    assert.deepEqual(fields(failed, 'set', 'variable', 'reason', 'outcome'), { set: 'oauth', variable: 'OAUTH_JWKS', reason: 'start', outcome: 'unreachable' });
+    assert.ok(!('keptSetAgeSeconds' in failed));
+    p.fail(null);
+    await eventually('the retry', () => withMsg('key set fetched').length === 1);
+    assert.equal(withMsg('key set fetched')[0].reason, 'retry');
+    assert.ok(!lines.some((l) => l.msg === 'no cached key set yet'), 'no copy configured: nothing said of one');
+  });
+
+  test('the background fetch of a fresh set is a refresh; the fetch for an unknown kid says so', async (t) => {
+    t.after(stopAll);
+    p.fail(null);
+    const { source, withMsg } = await started(undefined, { refresh: 0.2, min: 0.1 });
+    sources.push(source);
+    await eventually('a refresh', () => withMsg('key set fetched').some((l) => l.reason === 'refresh'));
+    // Refreshed only each hour, so the next fetch is the one for the unknown kid, once the minimum interval has passed.
+    const hourly = await started(undefined, { min: 0.1 });
+    sources.push(hourly.source);
+    await new Promise((r) => setTimeout(r, 150));
+    await hourly.source.refreshForUnknownKid();
+    assert.deepEqual(hourly.withMsg('key set fetched').map((l) => l.reason), ['start', 'unknown-kid']);
+  });
+
+  test('a copy not used: unreadable (its error), or with no usable key; a copy not written (its error code)', async (t) => {
+    t.after(stopAll);
+    p.fail(null);
+    const garbage = path.join(dir, 'log-garbage.json');
+    writeFileSync(garbage, 'not json', { mode: 0o600 });
+    const a = await started(garbage);
+    sources.push(a.source);
+    const [notUsed] = a.withMsg('cached key set not used');
+    assert.equal(notUsed.level, 40);
+    assert.deepEqual(fields(notUsed, 'set', 'variable', 'file'), { set: 'oauth', variable: 'OAUTH_JWKS', file: garbage });
+    assert.equal(typeof notUsed.err, 'string');
+    assert.ok(notUsed.err.length > 0);
+
+    const unusable = path.join(dir, 'log-unusable.json');
+    writeCacheFile(unusable, { source: p.jwksUri, fetched_at: Date.now(), keys: [{ kty: 'oct', kid: 'hmac', k: 'c2VjcmV0' }] });
+    p.fail('down');
+    const b = await started(unusable);
+    sources.push(b.source);
+    const [noKey] = b.withMsg('cached key set not used: no usable key in it');
+    assert.equal(noKey.level, 40);
+    assert.deepEqual(fields(noKey, 'set', 'variable', 'file'), { set: 'oauth', variable: 'OAUTH_JWKS', file: unusable });
+    assert.equal(b.source.keys, undefined);
+    p.fail(null);
+
+    const nowhere = path.join(dir, 'no-such-dir', 'copy.json');
+    const c = await started(nowhere);
+    sources.push(c.source);
+    const [notWritten] = c.withMsg('key set not written to its cache file');
+    assert.equal(notWritten.level, 40);
+    assert.deepEqual(fields(notWritten, 'set', 'file', 'err'), { set: 'oauth', file: nowhere, err: 'ENOENT' });
+    assert.deepEqual(c.source.keys?.map((k) => k.kid), ['k1'], 'the fetched set is used all the same');
   });
 });
