@@ -2,8 +2,8 @@
 import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import assert from 'node:assert/strict';
-import { DirectoryClient, type LoginBatchItem, type LoginRequest, type LoginStreamReply, type User } from '../../lib/gen/directory.js';
-import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError } from '../../lib/grpc.js';
+import { DirectoryClient, DirectoryService, type LoginBatchItem, type LoginRequest, type LoginStreamRequest, type LoginStreamReply, type User } from '../../lib/gen/directory.js';
+import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError, startServer } from '../../lib/grpc.js';
 import {
   BadRequest,
   InvalidClientState,
@@ -12,10 +12,11 @@ import {
   NewUsersDisabled,
   ProtocolError,
   RecordNotFound,
+  ServiceUnavailable,
 } from '../../lib/errors.js';
 import { startDirectory, type RunningDirectory } from './server.js';
 import pino from 'pino';
-import { login as applyLogin, loginBatch } from './service.js';
+import { login as applyLogin, assignNode as assignNodeOn, directoryService, loginBatch, reserveUids, retireUser } from './service.js';
 import { SqliteUserStore } from './store-sqlite.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 
@@ -464,4 +465,241 @@ test('a request with an int64 beyond Number.MAX_SAFE_INTEGER, or bytes that are 
   assert.equal(garbage.code, grpc.status.INVALID_ARGUMENT, garbage.details);
   await assert.rejects(getUser(email), RecordNotFound, 'no record was made');
   assert.equal((await login(email, { generation: 5 })).generation, 5, 'the service still serves');
+});
+
+// ---- found missing by mutation testing: the admin, purge, event-token and import calls over gRPC ----
+
+/** A Directory server of its own on `store` (a fresh uid counter for import tests), and its client. */
+async function serveOn(store: SqliteUserStore): Promise<{ c: DirectoryClient; close: () => Promise<void> }> {
+  const running = await startServer([{ definition: DirectoryService, implementation: directoryService(store, pino({ level: 'silent' }), POLICY), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
+  const c = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  return {
+    c,
+    close: async () => {
+      c.close();
+      await running.close();
+      await store.close();
+    },
+  };
+}
+
+const refused = (re: RegExp) => (err: unknown) => err instanceof BadRequest && re.test(err.message);
+
+test('ListUsers: pages of `limit` joined by an opaque cursor, an exactly full page followed by an empty one; limit 0 is the default page; limit outside 1..1000 or a cursor not from a page → BadRequest', async () => {
+  const service = 'list-app';
+  const emails = ['l1@example.com', 'l2@example.com', 'l3@example.com', 'l4@example.com'];
+  for (const email of emails) await call(client, client.login, { service, email, clientState: '', allowNewUsers: true }, opts);
+  const list = (limit: number, after = '') => call(client, client.listUsers, { service, replaced: false, limit, after }, opts);
+  const first = await list(3);
+  assert.deepEqual(first.users.map((u) => u.email), emails.slice(0, 3));
+  assert.notEqual(first.next, '');
+  const second = await list(3, first.next);
+  assert.deepEqual(second.users.map((u) => u.email), emails.slice(3));
+  assert.equal(second.next, '', 'a page short of the limit is the last');
+  const full = await list(4);
+  assert.equal(full.users.length, 4);
+  assert.notEqual(full.next, '', 'a full page may have a successor');
+  assert.deepEqual(await list(4, full.next), { users: [], next: '' });
+  assert.deepEqual((await list(0)).users.map((u) => u.email), emails);
+  assert.equal((await list(1000)).users.length, 4);
+  assert.equal((await list(1)).users.length, 1);
+  for (const limit of [-1, 1001]) await assert.rejects(list(limit), refused(/^limit must be 1 to 1000$/), String(limit));
+  const cursor = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+  for (const after of ['not-a-cursor!', cursor(['list-app']), cursor(['list-app', 'l1@example.com', 'x']), cursor([1, 'l1@example.com']), cursor(['list-app', 1]), cursor({ 0: 'a', 1: 'b', length: 2 })]) {
+    await assert.rejects(list(2, after), refused(/^after: not a cursor from a previous page$/), after);
+  }
+  assert.deepEqual((await list(2, cursor(['list-app', 'l2@example.com']))).users.map((u) => u.email), emails.slice(2), 'a cursor is the position after which the page starts');
+});
+
+test('ClaimReplaced, DeleteReplaced: a replaced uid claimed, refused to another claimant, deleted by its claimant with its node; bad targets → BadRequest', async () => {
+  const email = freshEmail();
+  const old = await login(email, { clientState: 'aaaa' });
+  await assignNode(email, old.uid, 'https://purge.example.com');
+  await login(email, { clientState: 'bbbb' });
+  const claimReq = { service: 'sync', email, uid: old.uid, claimant: 'purger-1', leaseMs: 60_000, replacedBefore: Date.now() + 1000 };
+  const claim = (o: Partial<typeof claimReq> = {}) => call(client, client.claimReplaced, { ...claimReq, ...o }, opts);
+  const del = (o: { uid?: number; claimant?: string } = {}) => call(client, client.deleteReplaced, { service: 'sync', email, uid: old.uid, claimant: 'purger-1', ...o }, opts);
+  assert.deepEqual(await claim({ replacedBefore: 1 }), { claimed: false, reason: 'too-recent', replaced: undefined });
+  const claimed = await claim();
+  assert.equal(claimed.claimed, true);
+  assert.equal(claimed.reason, '');
+  assert.deepEqual({ ...claimed.replaced, replacedAt: 0 }, { uid: old.uid, node: 'https://purge.example.com', replacedAt: 0, released: false });
+  assert.deepEqual(await claim({ claimant: 'purger-2' }), { claimed: false, reason: 'claimed', replaced: undefined });
+  assert.deepEqual(await del({ claimant: 'purger-2' }), { deleted: false, reason: 'not-claimed', releaseSlot: false, node: '' });
+  assert.deepEqual(await del(), { deleted: true, reason: '', releaseSlot: true, node: 'https://purge.example.com' });
+  assert.deepEqual(await del(), { deleted: false, reason: 'gone', releaseSlot: false, node: '' });
+  assert.deepEqual(await claim(), { claimed: false, reason: 'gone', replaced: undefined });
+  assert.deepEqual((await getUser(email)).replaced, []);
+  for (const [o, re] of [
+    [{ uid: 0 }, /^uid must be a positive integer$/],
+    [{ uid: -1 }, /^uid must be a positive integer$/],
+    [{ claimant: '' }, /^claimant must be 1 to 255 characters$/],
+    [{ claimant: 'c'.repeat(256) }, /^claimant must be 1 to 255 characters$/],
+  ] as const) {
+    await assert.rejects(claim(o), refused(re), JSON.stringify(o));
+    await assert.rejects(del(o), refused(re), JSON.stringify(o));
+  }
+  for (const leaseMs of [0, -1]) await assert.rejects(claim({ leaseMs }), refused(/^lease_ms must be positive$/));
+  assert.equal((await claim({ claimant: 'c'.repeat(255) })).reason, 'gone', '255 characters are a claimant');
+  await assert.rejects(claim({ email: freshEmail() }), (e: unknown) => e instanceof RecordNotFound && /^no user user\d+@example\.com in sync$/.test(e.message));
+  await assert.rejects(claim({ email: '' }), BadRequest);
+});
+
+test('TrimClientStates: keeps the newest `max` seen client states and says how many went; max below 0 → BadRequest', async () => {
+  const email = freshEmail();
+  for (const cs of ['aaaa', 'bbbb', 'cccc']) await login(email, { clientState: cs });
+  const seen = (await getUser(email)).seenClientStates;
+  assert.equal(seen.length, 2);
+  const trim = (max: number) => call(client, client.trimClientStates, { service: 'sync', email, max }, opts).then((r) => r.removed);
+  assert.equal(await trim(2), 0);
+  assert.equal(await trim(1), 1);
+  assert.deepEqual((await getUser(email)).seenClientStates, seen.slice(-1));
+  assert.equal(await trim(0), 1);
+  assert.equal(await trim(0), 0);
+  assert.deepEqual((await getUser(email)).seenClientStates, []);
+  await assert.rejects(trim(-1), refused(/^max must be a non-negative integer$/));
+  await assert.rejects(call(client, client.trimClientStates, { service: 'sync', email: '', max: 1 }, opts), BadRequest);
+});
+
+test('ClaimEventToken, ReleaseEventToken: the first claim wins until released; a key not 64 lowercase hex, or an expiry not within the next day → BadRequest', async () => {
+  const key = 'ab'.repeat(32);
+  const claimToken = (k: string, expiresAt = Date.now() + 60_000) => call(client, client.claimEventToken, { key: k, expiresAt }, opts).then((r) => r.first);
+  const release = (k: string) => call(client, client.releaseEventToken, { key: k }, opts);
+  assert.equal(await claimToken(key), true);
+  assert.equal(await claimToken(key), false, 'a replay');
+  await release(key);
+  assert.equal(await claimToken(key), true, 'released: claimable again');
+  const day = 86_400_000;
+  assert.equal(await claimToken('cd'.repeat(32), Date.now() + day - 5000), true, 'just within a day');
+  for (const bad of ['AB'.repeat(32), 'ab'.repeat(31), `x${'ab'.repeat(32)}`, `${'ab'.repeat(32)}x`, 'g'.repeat(64), '']) {
+    await assert.rejects(claimToken(bad), refused(/^key must be 64 lowercase hex characters$/), bad);
+    await assert.rejects(release(bad), refused(/^key must be 64 lowercase hex characters$/), bad);
+  }
+  for (const expiresAt of [Date.now() - 1000, 0, -1, Date.now() + day + 60_000]) {
+    await assert.rejects(claimToken('ef'.repeat(32), expiresAt), refused(/^expires_at must be in the future, at most a day ahead \(ms\)$/), String(expiresAt));
+  }
+});
+
+test('GetUser, UnassignNode, RetireUser, RaiseGeneration, CountUsers: malformed requests → BadRequest with what is wrong; counts per service', async () => {
+  await assert.rejects(call(client, client.getUser, { service: 'sync', email: '' }, opts), BadRequest);
+  for (const req of [{ service: '', node: 'https://n.example' }, { service: 'sync', node: '' }]) {
+    await assert.rejects(call(client, client.unassignNode, req, opts), refused(/^service and node are required$/));
+  }
+  await assert.rejects(call(client, client.retireUser, { email: freshEmail(), service: 'x'.repeat(300) }, opts), BadRequest);
+  await assert.rejects(call(client, client.retireUser, { email: '', service: '' }, opts), BadRequest);
+  await assert.rejects(call(client, client.raiseGeneration, { email: freshEmail(), generation: -1 }, opts), refused(/^generation must be a non-negative integer$/));
+  const service = 'count-app';
+  for (let i = 0; i < 3; i++) await call(client, client.login, { service, email: freshEmail(), clientState: '', allowNewUsers: true }, opts);
+  const { counts } = await call(client, client.countUsers, { service }, opts);
+  assert.equal(counts.length, 1);
+  assert.equal(counts[0].service, service);
+  assert.equal(counts[0].live, 3);
+});
+
+test('AssignNode says whether this call wrote the node, and how many slots of replaced uids on that node go back', async () => {
+  const email = freshEmail();
+  const a = await login(email, { clientState: 'aaaa' });
+  await assignNode(email, a.uid, 'https://slots.example.com');
+  const b = await login(email, { clientState: 'bbbb' });
+  const first = await assignNodeReply(email, b.uid, 'https://slots.example.com');
+  assert.equal(first.assigned, true);
+  assert.equal(first.released, 1, 'the replaced uid held a slot on this node');
+  const second = await assignNodeReply(email, b.uid, 'https://other.example.com');
+  assert.equal(second.assigned, false);
+  assert.equal(second.released, 0);
+  assert.equal(second.user?.node, 'https://slots.example.com');
+  await assert.rejects(assignNodeReply(email, b.uid, ''), refused(/^node is required$/));
+});
+
+test('LoginBatch: exactly MAX_BATCH_ITEMS items are decided; an item without a login is that item\'s BadRequest; a stream message without a batch answers an empty one, a refused batch its error', async () => {
+  const items: LoginBatchItem[] = Array.from({ length: MAX_BATCH_ITEMS }, (_, i) => ({ requestId: `m${i}`, login: { service: 'sync', email: freshEmail(), clientState: '', allowNewUsers: true } }));
+  const { results } = await call(client, client.loginBatch, { items }, opts);
+  assert.equal(results.filter((r) => r.user).length, MAX_BATCH_ITEMS);
+  const mixed = await call(client, client.loginBatch, { items: [{ requestId: 'none' } as LoginBatchItem, items[0]] }, opts);
+  const missing = rebuiltError(mixed.results[0].error!, 10);
+  assert.ok(missing instanceof BadRequest && missing.message === 'login is required', String(missing));
+  assert.equal(mixed.results[1].user?.email, items[0].login!.email);
+  const empty = await new Promise<LoginStreamReply>((resolve, reject) => {
+    const stream = client.loginStream();
+    stream.on('data', (reply: LoginStreamReply) => {
+      resolve(reply);
+      stream.end();
+    });
+    stream.on('error', reject);
+    stream.write({ id: 7 } as LoginStreamRequest);
+  });
+  assert.equal(empty.id, 7);
+  assert.deepEqual(empty.batch?.results, []);
+  const tooMany = await streamedBatch(client, [...items, items[0]]);
+  assert.equal(tooMany.batch, undefined);
+  const err = rebuiltError(tooMany.error!, 10);
+  assert.ok(err instanceof BadRequest && err.message === `at most ${MAX_BATCH_ITEMS} items per batch`, String(err));
+});
+
+test('ReserveUids and ImportUsers on a fresh store: a dry run changes nothing; uids only up to the reservation, at most 2^52; at most MAX_BATCH_ITEMS users per call', async () => {
+  const store = SqliteUserStore.open(':memory:');
+  const { c, close } = await serveOn(store);
+  try {
+    const reserve = (upTo: number, dryRun = false) => call(c, c.reserveUids, { upTo, dryRun }, opts);
+    assert.deepEqual(await reserve(100, true), { previous: 0, current: 100 });
+    assert.deepEqual(await store.uidCounter(), { value: 0, imported: 0 }, 'a dry run writes nothing');
+    assert.deepEqual(await reserve(100), { previous: 0, current: 100 });
+    assert.deepEqual(await store.uidCounter(), { value: 100, imported: 100 });
+    assert.deepEqual(await reserve(50), { previous: 100, current: 100 }, 'never lowered');
+    await assert.rejects(reserve(-1), refused(/^up_to must be a non-negative integer$/));
+    await assert.rejects(reserve(2 ** 52 + 1), refused(/^up_to must be at most 4503599627370496, the highest uid an import may bring$/));
+    assert.deepEqual(await reserve(2 ** 52, true), { previous: 100, current: 2 ** 52 }, '2^52 itself may be reserved');
+    const user = (uid: number, email = `imp${uid}@example.com`): User => ({
+      service: 'sync', email, uid, node: '', generation: 1, clientState: '', seenClientStates: [], replaced: [], createdAt: 1_700_000_000_000,
+    });
+    const importUsers = (users: User[], dryRun = false) => call(c, c.importUsers, { users, dryRun }, opts).then((r) => r.results);
+    assert.deepEqual(await importUsers([user(100)], true), [{ result: 'created', detail: '' }]);
+    assert.equal(await store.get('sync', 'imp100@example.com'), null, 'a dry run writes nothing');
+    const [above] = await importUsers([user(101)]);
+    assert.equal(above.result, 'invalid');
+    assert.equal(above.detail, 'uid 101 is above the uids reserved for imports (100): ReserveUids first');
+    assert.deepEqual(await importUsers([user(100)]), [{ result: 'created', detail: '' }], 'the reserved top itself');
+    assert.deepEqual(await importUsers([user(100)]), [{ result: 'unchanged', detail: '' }]);
+    const [taken] = await importUsers([user(100, 'other@example.com')]);
+    assert.equal(taken.result, 'conflict');
+    assert.match(taken.detail, /100/);
+    assert.equal(await store.get('sync', 'other@example.com'), null);
+    const many = Array.from({ length: MAX_BATCH_ITEMS }, (_, i) => user(i + 1));
+    assert.equal((await importUsers(many, true)).length, MAX_BATCH_ITEMS);
+    await assert.rejects(importUsers([...many, user(99)], true), refused(new RegExp(`^at most ${MAX_BATCH_ITEMS} users per call$`)));
+  } finally {
+    await close();
+  }
+});
+
+test('a write lost MAX_ATTEMPTS times in a row is a 503 asking to try again, after exactly that many attempts, for logins, assignments, retirements and reservations', async () => {
+  const inner = SqliteUserStore.open(':memory:');
+  // ReserveUids needs a store that has handed out no uid.
+  const empty = SqliteUserStore.open(':memory:');
+  const email = 'busy@example.com';
+  await applyLogin(inner, { service: 'sync', email, clientState: '', allowNewUsers: true, generation: 1 }, POLICY);
+  const { uid } = (await inner.get('sync', email))!;
+  // Every compare-and-set loses, as if another writer always came first.
+  const attempts = { replace: 0, setUidCounter: 0 };
+  const store: SqliteUserStore = Object.create(inner);
+  store.replace = async () => (attempts.replace++, false);
+  const emptyStore: SqliteUserStore = Object.create(empty);
+  emptyStore.setUidCounter = async () => (attempts.setUidCounter++, false);
+  const busy = (e: unknown) => e instanceof ServiceUnavailable && e.message === 'too many concurrent updates of one user, try again';
+  try {
+    const runs: Array<[string, () => Promise<unknown>, keyof typeof attempts]> = [
+      ['login', () => applyLogin(store, { service: 'sync', email, clientState: '', allowNewUsers: true, generation: 2 }, POLICY), 'replace'],
+      ['assignNode', () => assignNodeOn(store, { service: 'sync', email, uid, node: 'https://n.example' }), 'replace'],
+      ['retireUser', () => retireUser(store, { email, service: '' }), 'replace'],
+      ['reserveUids', () => reserveUids(emptyStore, { upTo: 10, dryRun: false }), 'setUidCounter'],
+    ];
+    for (const [name, run, counted] of runs) {
+      attempts[counted] = 0;
+      await assert.rejects(run(), busy, name);
+      assert.equal(attempts[counted], 50, name);
+    }
+  } finally {
+    await inner.close();
+    await empty.close();
+  }
 });
