@@ -9,8 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
-import { DirectoryClient, DirectoryService } from './gen/directory.js';
+import { DirectoryClient, DirectoryService, type LoginStreamReply, type LoginStreamRequest } from './gen/directory.js';
 import {
+  answeringStream,
   call,
   callGone,
   CLIENT_OPTIONS,
@@ -18,9 +19,11 @@ import {
   grpcClient,
   logged,
   MAX_HEALTH_WATCHES_PER_PEER,
+  OpenStreams,
   peerAddress,
   rebuiltError,
   secretMatches,
+  serveWithStore,
   startServer,
   toServiceError,
   type CallContext,
@@ -39,7 +42,7 @@ import {
   TooManyRequests,
 } from './errors.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
-import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
+import { eventually, healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
 import { capturedLog } from '../tests/support/log.js';
 import { makePki } from '../tests/support/tls.js';
 
@@ -323,4 +326,219 @@ test("logged: one 'rpc' line per call with the caller's request id, method, outc
   for (const l of lines) assert.ok(typeof l.ms === 'number' && l.ms >= 0 && l.ms < 1000, `ms is the call's duration (${l.ms})`);
   const defaultGone = await logged(log, 'Login', 'req-4', async (_req: number, ctx) => ctx.gone(), 0);
   assert.equal(defaultGone, false, 'without a gone() the caller is never gone');
+});
+
+// ---- found missing by mutation testing: the stream, the calls' metadata and deadline, the interceptors, the server's close ----
+
+test('health Watch places: a cancelled watch frees exactly one place, and refused watches take none', async () => {
+  const running = await startServer([], '127.0.0.1', 0, TEST_AUTH);
+  const client = new HealthClient(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure(), CLIENT_OPTIONS);
+  const streams: grpc.ClientReadableStream<unknown>[] = [];
+  const watch = () =>
+    new Promise<{ status?: string; code?: number }>((resolve) => {
+      const stream = client.watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
+      streams.push(stream);
+      stream.once('data', (m: { status: string }) => resolve({ status: m.status }));
+      stream.once('error', (e: grpc.ServiceError) => resolve({ code: e.code }));
+    });
+  const refusedWatch = { code: grpc.status.RESOURCE_EXHAUSTED };
+  try {
+    for (let i = 0; i < MAX_HEALTH_WATCHES_PER_PEER; i++) assert.deepEqual(await watch(), { status: 'SERVING' });
+    for (let i = 0; i < 3; i++) assert.deepEqual(await watch(), refusedWatch);
+    for (const n of [0, 1]) {
+      streams[n].cancel();
+      let reopened = false;
+      for (let i = 0; i < 50 && !reopened; i++) {
+        reopened = (await watch()).status === 'SERVING';
+        if (!reopened) await new Promise((res) => setTimeout(res, 20));
+      }
+      assert.ok(reopened, 'the cancelled watch freed its place');
+      assert.deepEqual(await watch(), refusedWatch, 'and one place only');
+    }
+  } finally {
+    for (const s of streams) s.cancel();
+    client.close();
+    await running.close();
+  }
+});
+
+test('the internal secret sent twice is refused, even when the first is right', async () => {
+  const temp = tempStoreUrl('grpc-secret-twice-');
+  const running = await startDirectory({ storeUrl: temp.storeUrl, port: 0, auth: TEST_AUTH });
+  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  try {
+    const md = new grpc.Metadata();
+    md.add('x-internal-secret', TEST_AUTH.internalSecret);
+    md.add('x-internal-secret', TEST_AUTH.internalSecret);
+    const code = await new Promise<number>((resolve) =>
+      new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure()).makeUnaryRequest(
+        '/tokenserver.directory.v1.Directory/GetUser',
+        (x: Buffer) => x,
+        (x: Buffer) => x,
+        Buffer.alloc(0),
+        md,
+        (err) => resolve(err ? err.code : 0),
+      ),
+    );
+    assert.equal(code, grpc.status.UNAUTHENTICATED);
+    // The client's own one secret is served (GetUser of nobody: 404, not UNAUTHENTICATED).
+    await assert.rejects(call(client, client.getUser, { service: 'sync', email: 'nobody@example.com' }, { deadlineMs: 5000, retryAfter: 1 }), RecordNotFound);
+  } finally {
+    client.close();
+    await running.close();
+    temp.cleanup();
+  }
+});
+
+/** A Directory whose GetUser records the caller's request id and answers when `release` is called (or never). */
+async function heldDirectory() {
+  const requestIds: string[] = [];
+  const held: Array<() => void> = [];
+  const running = await startServer(
+    [
+      {
+        definition: DirectoryService,
+        name: 'x',
+        implementation: {
+          getUser: (c: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+            requestIds.push(String(c.metadata.get('x-request-id')[0] ?? ''));
+            held.push(() => cb(null, {}));
+          },
+        },
+      },
+    ],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  return { running, client, requestIds, release: () => held.splice(0).forEach((f) => f()) };
+}
+
+test("call(): the caller's request id travels in metadata, none when it has none; its deadline ends a call the server never answers as a 503", async () => {
+  const d = await heldDirectory();
+  try {
+    const ask = (o: { deadlineMs: number; requestId?: string }) => call(d.client, d.client.getUser, { service: 'sync', email: 'a@example.com' }, { retryAfter: 3, ...o });
+    const started = Date.now();
+    await assert.rejects(ask({ deadlineMs: 300, requestId: 'req-42' }), (e: unknown) => e instanceof ServiceUnavailable && e.retryAfter === 3);
+    assert.ok(Date.now() - started < 5000, 'the deadline ended it');
+    await assert.rejects(ask({ deadlineMs: 300 }), ServiceUnavailable);
+    assert.deepEqual(d.requestIds, ['req-42', '']);
+  } finally {
+    d.client.close();
+    d.release();
+    await d.running.close();
+  }
+});
+
+test('close(): a call that never ends does not hold the server past its 2 s grace', async () => {
+  const d = await heldDirectory();
+  const pending = call(d.client, d.client.getUser, { service: 'sync', email: 'a@example.com' }, { deadlineMs: 60_000, retryAfter: 1 }).catch((e: unknown) => e);
+  await eventually('the call to arrive', () => d.requestIds.length === 1);
+  const started = Date.now();
+  await d.running.close();
+  const took = Date.now() - started;
+  assert.ok(took >= 1500 && took < 10_000, `closed after ${took} ms`);
+  assert.ok((await pending) instanceof ServiceUnavailable);
+  d.client.close();
+});
+
+test('answeringStream: a drain while answers are pending writes each of them, then ends OK; what arrives after the drain is not read', async () => {
+  const streams = new OpenStreams();
+  const gates: Array<() => void> = [];
+  const answered: number[] = [];
+  const running = await startServer(
+    [
+      {
+        definition: DirectoryService,
+        name: 'x',
+        streams,
+        implementation: {
+          loginStream: answeringStream(streams, (req: LoginStreamRequest) =>
+            new Promise<LoginStreamReply>((resolve) => gates.push(() => (answered.push(req.id), resolve({ id: req.id, batch: { results: [] } })))),
+          ),
+        },
+      },
+    ],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  try {
+    const stream = client.loginStream();
+    const got: number[] = [];
+    const ended = new Promise<number>((resolve) => {
+      stream.on('data', (r: LoginStreamReply) => got.push(r.id));
+      stream.on('status', (s: grpc.StatusObject) => resolve(s.code));
+      stream.on('error', () => undefined);
+    });
+    stream.write({ id: 1, batch: { items: [] } });
+    stream.write({ id: 2, batch: { items: [] } });
+    await eventually('both to be read', () => gates.length === 2);
+    assert.equal(streams.size, 1);
+    streams.drain();
+    stream.write({ id: 3, batch: { items: [] } });
+    gates[0]();
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(got, [1], 'the stream stays open for the answer still pending');
+    gates[1]();
+    assert.equal(await ended, grpc.status.OK);
+    assert.deepEqual(got, [1, 2]);
+    assert.equal(gates.length, 2, 'the message sent after the drain was not read');
+    assert.equal(streams.size, 0, 'an ended stream is forgotten');
+  } finally {
+    client.close();
+    await running.close();
+  }
+});
+
+test('answeringStream: a caller that cancels is forgotten at once, and its pending answer is not written', async () => {
+  const streams = new OpenStreams();
+  const gates: Array<() => void> = [];
+  const running = await startServer(
+    [{ definition: DirectoryService, name: 'x', streams, implementation: { loginStream: answeringStream(streams, (req: LoginStreamRequest) => new Promise<LoginStreamReply>((resolve) => gates.push(() => resolve({ id: req.id })))) } }],
+    '127.0.0.1',
+    0,
+    TEST_AUTH,
+  );
+  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  try {
+    const stream = client.loginStream();
+    stream.on('error', () => undefined);
+    stream.write({ id: 1, batch: { items: [] } });
+    await eventually('the message to be read', () => gates.length === 1);
+    stream.cancel();
+    await eventually('the stream to be forgotten', () => streams.size === 0);
+    gates[0]();
+    await new Promise((r) => setTimeout(r, 100));
+    // The server is still whole: a new stream is answered.
+    const again = client.loginStream();
+    const reply = new Promise<LoginStreamReply>((resolve) => again.once('data', resolve));
+    again.write({ id: 2, batch: { items: [] } });
+    await eventually('the second message to be read', () => gates.length === 2);
+    gates[1]();
+    assert.equal((await reply).id, 2);
+    again.end();
+  } finally {
+    client.close();
+    await running.close();
+  }
+});
+
+test('serveWithStore: the store is closed after the server, or at once when the server cannot start', async () => {
+  const { SqliteUserStore } = await import('../services/directory/store-sqlite.js');
+  const store = SqliteUserStore.open(':memory:');
+  const served = await serveWithStore(store, { definition: DirectoryService, implementation: {}, name: 'x' }, '127.0.0.1', 0, TEST_AUTH);
+  assert.equal(await healthStatus(served.port, ''), 'SERVING');
+  await served.close();
+  await assert.rejects(store.get('sync', 'a@example.com'), 'closed with the server');
+  const blocker = await startServer([], '127.0.0.1', 0, TEST_AUTH);
+  const second = SqliteUserStore.open(':memory:');
+  try {
+    await assert.rejects(serveWithStore(second, { definition: DirectoryService, implementation: {}, name: 'x' }, '127.0.0.1', blocker.port, TEST_AUTH));
+    await assert.rejects(second.get('sync', 'a@example.com'), 'closed when the server could not start');
+  } finally {
+    await blocker.close();
+  }
 });
