@@ -139,11 +139,10 @@ test('peerAddress: the peer without its port', () => {
   assert.equal(peerAddress('unix:/tmp/s'), 'unix:/tmp/s');
 });
 
-test('health Watch streams need no secret, and one address may hold at most MAX_HEALTH_WATCHES_PER_PEER of them', async () => {
-  const running = await startServer([], '127.0.0.1', 0, TEST_AUTH);
-  const client = new HealthClient(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure(), CLIENT_OPTIONS);
+/** A health client without the secret, and `watch()`: opens a Watch, resolving with its first status or the error that ended it. */
+function healthWatcher(port: number) {
+  const client = new HealthClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), CLIENT_OPTIONS);
   const streams: grpc.ClientReadableStream<unknown>[] = [];
-  /** Opens a Watch: its first status, or the error that ended it. */
   const watch = () =>
     new Promise<{ status?: string; code?: number }>((resolve) => {
       const stream = client.watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
@@ -151,6 +150,12 @@ test('health Watch streams need no secret, and one address may hold at most MAX_
       stream.once('data', (m: { status: string }) => resolve({ status: m.status }));
       stream.once('error', (e: grpc.ServiceError) => resolve({ code: e.code }));
     });
+  return { client, streams, watch };
+}
+
+test('health Watch streams need no secret, and one address may hold at most MAX_HEALTH_WATCHES_PER_PEER of them', async () => {
+  const running = await startServer([], '127.0.0.1', 0, TEST_AUTH);
+  const { client, streams, watch } = healthWatcher(running.port);
   try {
     for (let i = 0; i < MAX_HEALTH_WATCHES_PER_PEER; i++) assert.deepEqual(await watch(), { status: 'SERVING' });
     assert.deepEqual(await watch(), { code: grpc.status.RESOURCE_EXHAUSTED });
@@ -332,15 +337,7 @@ test("logged: one 'rpc' line per call with the caller's request id, method, outc
 
 test('health Watch places: a cancelled watch frees exactly one place, and refused watches take none', async () => {
   const running = await startServer([], '127.0.0.1', 0, TEST_AUTH);
-  const client = new HealthClient(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure(), CLIENT_OPTIONS);
-  const streams: grpc.ClientReadableStream<unknown>[] = [];
-  const watch = () =>
-    new Promise<{ status?: string; code?: number }>((resolve) => {
-      const stream = client.watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
-      streams.push(stream);
-      stream.once('data', (m: { status: string }) => resolve({ status: m.status }));
-      stream.once('error', (e: grpc.ServiceError) => resolve({ code: e.code }));
-    });
+  const { client, streams, watch } = healthWatcher(running.port);
   const refusedWatch = { code: grpc.status.RESOURCE_EXHAUSTED };
   try {
     for (let i = 0; i < MAX_HEALTH_WATCHES_PER_PEER; i++) assert.deepEqual(await watch(), { status: 'SERVING' });
