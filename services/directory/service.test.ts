@@ -16,7 +16,8 @@ import {
 } from '../../lib/errors.js';
 import { startDirectory, type RunningDirectory } from './server.js';
 import pino from 'pino';
-import { login as applyLogin, assignNode as assignNodeOn, directoryService, loginBatch, reserveUids, retireUser } from './service.js';
+import { login as applyLogin, assignNode as assignNodeOn, directoryService, importUsers, loginBatch, reserveUids, retireUser } from './service.js';
+import { UidTaken } from './store.js';
 import { SqliteUserStore } from './store-sqlite.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 
@@ -337,8 +338,9 @@ test('AssignNode: a stale uid does not assign; a missing user → RecordNotFound
   await assert.rejects(assignNode(freshEmail(), 1, 'https://n.example.com'), RecordNotFound);
 });
 
-test('GetUser of an unknown user → RecordNotFound (404)', async () => {
-  await assert.rejects(getUser(freshEmail()), (err: unknown) => err instanceof RecordNotFound && err.status === 404);
+test('GetUser of an unknown user → RecordNotFound (404) naming it', async () => {
+  const email = freshEmail();
+  await assert.rejects(getUser(email), (err: unknown) => err instanceof RecordNotFound && err.status === 404 && err.message === `no user ${email} in sync`);
 });
 
 test('UnassignNode clears the node of its users and counts them; their next login keeps the uid', async () => {
@@ -702,4 +704,46 @@ test('a write lost MAX_ATTEMPTS times in a row is a 503 asking to try again, aft
     await inner.close();
     await empty.close();
   }
+});
+
+test('ImportUsers races: a uid another import wrote meanwhile is a conflict naming its holder; an account another writer created meanwhile is decided on its record', async () => {
+  const inner = SqliteUserStore.open(':memory:');
+  await reserveUids(inner, { upTo: 100, dryRun: false });
+  const user = (uid: number, email: string): User => ({
+    service: 'sync', email, uid, node: '', generation: 1, clientState: '', seenClientStates: [], replaced: [], createdAt: 1_700_000_000_000,
+  });
+  const store: SqliteUserStore = Object.create(inner);
+  try {
+    // The uid index refuses the insert: another account took uid 7 between the check and the write.
+    store.insert = async () => {
+      throw new UidTaken([{ service: 'sync', email: 'first@example.com', uid: 7 }]);
+    };
+    assert.deepEqual((await importUsers(store, { users: [user(7, 'second@example.com')], dryRun: false })).results, [
+      { result: 'conflict', detail: "uid 7 is another account's here (sync first@example.com)" },
+    ]);
+    // A failure other than the uid index is the call's.
+    store.insert = async () => {
+      throw new Error('disk full');
+    };
+    await assert.rejects(importUsers(store, { users: [user(8, 'third@example.com')], dryRun: false }), /disk full/);
+    // The account was created by another writer first, with the same record: unchanged, not created twice.
+    store.insert = async (record) => {
+      await inner.insert(record);
+      return false;
+    };
+    assert.deepEqual((await importUsers(store, { users: [user(9, 'fourth@example.com')], dryRun: false })).results, [{ result: 'unchanged', detail: '' }]);
+  } finally {
+    await inner.close();
+  }
+});
+
+test('RetireUser of one service leaves the account\'s other services live', async () => {
+  const email = freshEmail();
+  const sync = await login(email);
+  const notes = await call(client, client.login, { service: 'notes', email, clientState: '', allowNewUsers: true }, opts).then((r) => r.user!);
+  assert.deepEqual(
+    (await call(client, client.retireUser, { email, service: 'sync' }, opts)).retired.map((r) => [r.service, r.uid]),
+    [['sync', sync.uid]],
+  );
+  assert.equal((await call(client, client.getUser, { service: 'notes', email }, opts)).user?.uid, notes.uid);
 });
