@@ -383,7 +383,11 @@ describe('the key source: what it logs', () => {
     p.fail(null);
     await eventually('the retry', () => withMsg('key set fetched').length === 1);
     assert.equal(withMsg('key set fetched')[0].reason, 'retry');
-    assert.ok(!lines.some((l) => l.msg === 'no cached key set yet'), 'no copy configured: nothing said of one');
+    assert.deepEqual(
+      lines.map((l) => l.msg),
+      ['key set fetch failed; no key set yet (answering 503), trying again within 0.2 s', 'key set fetched'],
+      'no copy configured: nothing said of one',
+    );
   });
 
   test('the background fetch of a fresh set is a refresh; the fetch for an unknown kid says so', async (t) => {
