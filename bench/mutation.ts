@@ -26,11 +26,13 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'lib/dsa.ts': ['lib/dsa.test.ts'],
   'lib/email.ts': ['lib/email.test.ts'],
   'lib/errors.ts': ['lib/errors.test.ts'],
+  'lib/grpc.ts': ['lib/grpc.test.ts'],
   'lib/hawk.ts': ['lib/hawk.test.ts'],
   'lib/load.ts': ['lib/load.test.ts'],
   'lib/log.ts': ['lib/log.test.ts'],
   'lib/request-id.ts': ['lib/request-id.test.ts'],
   'lib/token.ts': ['lib/token.test.ts'],
+  'services/directory/service.ts': ['services/directory/service.test.ts', 'services/directory/store-sqlite.test.ts', 'services/directory/metrics.test.ts', 'services/directory/index.test.ts'],
   'services/directory/import-rules.ts': ['services/directory/import-rules.test.ts'],
   'services/directory/purge-rules.ts': ['services/directory/purge-rules.test.ts'],
   'services/directory/rules.ts': ['services/directory/rules.test.ts', 'services/directory/rules-kca.test.ts'],
@@ -51,6 +53,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/node-gateway/auth.ts': ['services/node-gateway/auth.test.ts'],
   'services/node-gateway/generations.ts': ['services/node-gateway/generations.test.ts'],
   'services/node-gateway/respond.ts': ['services/node-gateway/respond.test.ts', 'services/node-gateway/server.test.ts'],
+  'services/node-gateway/redis-nonces.ts': ['services/node-gateway/redis-nonces.test.ts'],
   'services/node-gateway/nonces.ts': ['services/node-gateway/nonces.test.ts'],
   'services/node-gateway/forward.ts': ['services/node-gateway/forward.test.ts', 'services/node-gateway/server.test.ts'],
 };
@@ -61,6 +64,7 @@ const SLOW_TEST_FILES: Record<string, number> = {
   'services/login/jwks.test.ts': 120_000,
   'services/node-gateway/nonces.test.ts': 30_000,
   'services/nodeassign/service.test.ts': 30_000,
+  'services/login/jwks-source.test.ts': 15_000,
 };
 
 function testTimeoutMs(tests: readonly string[]): number {
