@@ -17,11 +17,13 @@ import {
   CLIENT_OPTIONS,
   fromServiceError,
   grpcClient,
+  INTERNAL_SECRET_HEADER,
   logged,
   MAX_HEALTH_WATCHES_PER_PEER,
   OpenStreams,
   peerAddress,
   rebuiltError,
+  REQUEST_ID,
   secretMatches,
   serveWithStore,
   startServer,
@@ -365,8 +367,8 @@ test('the internal secret sent twice is refused, even when the first is right', 
   const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
   try {
     const md = new grpc.Metadata();
-    md.add('x-internal-secret', TEST_AUTH.internalSecret);
-    md.add('x-internal-secret', TEST_AUTH.internalSecret);
+    md.add(INTERNAL_SECRET_HEADER, TEST_AUTH.internalSecret);
+    md.add(INTERNAL_SECRET_HEADER, TEST_AUTH.internalSecret);
     const code = await new Promise<number>((resolve) =>
       new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure()).makeUnaryRequest(
         '/tokenserver.directory.v1.Directory/GetUser',
@@ -398,7 +400,7 @@ async function heldDirectory() {
         name: 'x',
         implementation: {
           getUser: (c: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-            requestIds.push(String(c.metadata.get('x-request-id')[0] ?? ''));
+            requestIds.push(String(c.metadata.get(REQUEST_ID)[0] ?? ''));
             held.push(() => cb(null, {}));
           },
         },
