@@ -2,13 +2,14 @@
 // or the transpiled copy of it) in a process of its own, configured by the
 // environment, against its neighbours on loopback; its JSON log lines
 // collected for the test to read. Login runs LOGIN_WORKERS and all.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Env } from '../../lib/config.js';
 import type { DevIdp } from '../../lib/idp.js';
+import { stopOnExit } from './children.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -54,15 +55,6 @@ export function trustedIssuersFile(dir: string, idp: DevIdp): string {
   return file;
 }
 
-/**
- * Children still running. They are stopped when this test process exits, however it ends: a test that
- * fails before its stop(), or a mutation run's forced exit, would otherwise leave them running.
- */
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const c of children) c.kill('SIGTERM');
-});
-
 /** Starts `name`'s entry point with `env` (over this process's environment) and resolves once it logs "<name> listening". */
 export function startServiceProcess(name: ServiceName, env: Env, program: ServiceProgram = SOURCE_PROGRAM): Promise<ServiceProcess> {
   const child = spawn(process.execPath, [...program.execArgv, path.join(program.root, 'services', name, `index${program.extension}`)], {
@@ -70,8 +62,7 @@ export function startServiceProcess(name: ServiceName, env: Env, program: Servic
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  children.add(child);
-  child.once('close', () => children.delete(child));
+  stopOnExit(child);
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d));
   const lines: LogLine[] = [];

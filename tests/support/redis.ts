@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './services.js';
+import { stopOnExit } from './children.js';
 
 const START_WAIT_MS = 10_000;
 
@@ -87,6 +88,7 @@ export async function startRedis(args: string[] = []): Promise<TestRedis> {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child = proc;
+    stopOnExit(proc);
     proc.stdout!.on('data', (d: Buffer) => (output += d));
     proc.stderr!.on('data', (d: Buffer) => (output += d));
     const deadline = Date.now() + START_WAIT_MS;
