@@ -44,6 +44,7 @@ import {
   TooManyRequests,
 } from './errors.js';
 import { startDirectory, type RunningDirectory } from '../services/directory/server.js';
+import { SqliteUserStore } from '../services/directory/store-sqlite.js';
 import { eventually, healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED } from '../tests/support/services.js';
 import { capturedLog } from '../tests/support/log.js';
 import { makePki } from '../tests/support/tls.js';
@@ -369,8 +370,9 @@ test('the internal secret sent twice is refused, even when the first is right', 
     const md = new grpc.Metadata();
     md.add(INTERNAL_SECRET_HEADER, TEST_AUTH.internalSecret);
     md.add(INTERNAL_SECRET_HEADER, TEST_AUTH.internalSecret);
+    const raw = new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure());
     const code = await new Promise<number>((resolve) =>
-      new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure()).makeUnaryRequest(
+      raw.makeUnaryRequest(
         '/tokenserver.directory.v1.Directory/GetUser',
         (x: Buffer) => x,
         (x: Buffer) => x,
@@ -379,6 +381,7 @@ test('the internal secret sent twice is refused, even when the first is right', 
         (err) => resolve(err ? err.code : 0),
       ),
     );
+    raw.close();
     assert.equal(code, grpc.status.UNAUTHENTICATED);
     // The client's own one secret is served (GetUser of nobody: 404, not UNAUTHENTICATED).
     await assert.rejects(call(client, client.getUser, { service: 'sync', email: 'nobody@example.com' }, { deadlineMs: 5000, retryAfter: 1 }), RecordNotFound);
@@ -389,29 +392,32 @@ test('the internal secret sent twice is refused, even when the first is right', 
   }
 });
 
+/** A server with these Directory handlers only (and the secret check and health every server has), and a client with the secret. */
+async function serveDirectory(implementation: grpc.UntypedServiceImplementation, streams?: OpenStreams) {
+  const running = await startServer([{ definition: DirectoryService, name: 'x', implementation, streams }], '127.0.0.1', 0, TEST_AUTH);
+  return { running, client: grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH) };
+}
+
 /** A Directory whose GetUser records the caller's request id and answers when `release` is called (or never). */
 async function heldDirectory() {
   const requestIds: string[] = [];
   const held: Array<() => void> = [];
-  const running = await startServer(
-    [
-      {
-        definition: DirectoryService,
-        name: 'x',
-        implementation: {
-          getUser: (c: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-            requestIds.push(String(c.metadata.get(REQUEST_ID)[0] ?? ''));
-            held.push(() => cb(null, {}));
-          },
-        },
-      },
-    ],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
-  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
-  return { running, client, requestIds, release: () => held.splice(0).forEach((f) => f()) };
+  const d = await serveDirectory({
+    getUser: (c: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+      requestIds.push(String(c.metadata.get(REQUEST_ID)[0] ?? ''));
+      held.push(() => cb(null, {}));
+    },
+  });
+  return { ...d, requestIds, release: () => held.splice(0).forEach((f) => f()) };
+}
+
+/** A Directory whose LoginStream answers each message (its id) when the test calls that message's gate, in the order read. */
+async function gatedStream() {
+  const streams = new OpenStreams();
+  const gates: Array<() => void> = [];
+  const answer = (req: LoginStreamRequest) => new Promise<LoginStreamReply>((resolve) => gates.push(() => resolve({ id: req.id, batch: { results: [] } })));
+  const d = await serveDirectory({ loginStream: answeringStream(streams, answer) }, streams);
+  return { ...d, streams, gates };
 }
 
 test("call(): the caller's request id travels in metadata, none when it has none; its deadline ends a call the server never answers as a 503", async () => {
@@ -443,27 +449,7 @@ test('close(): a call that never ends does not hold the server past its 2 s grac
 });
 
 test('answeringStream: a drain while answers are pending writes each of them, then ends OK; what arrives after the drain is not read', async () => {
-  const streams = new OpenStreams();
-  const gates: Array<() => void> = [];
-  const answered: number[] = [];
-  const running = await startServer(
-    [
-      {
-        definition: DirectoryService,
-        name: 'x',
-        streams,
-        implementation: {
-          loginStream: answeringStream(streams, (req: LoginStreamRequest) =>
-            new Promise<LoginStreamReply>((resolve) => gates.push(() => (answered.push(req.id), resolve({ id: req.id, batch: { results: [] } })))),
-          ),
-        },
-      },
-    ],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
-  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  const { running, client, streams, gates } = await gatedStream();
   try {
     const stream = client.loginStream();
     const got: number[] = [];
@@ -493,15 +479,7 @@ test('answeringStream: a drain while answers are pending writes each of them, th
 });
 
 test('answeringStream: a caller that cancels is forgotten at once, and its pending answer is not written', async () => {
-  const streams = new OpenStreams();
-  const gates: Array<() => void> = [];
-  const running = await startServer(
-    [{ definition: DirectoryService, name: 'x', streams, implementation: { loginStream: answeringStream(streams, (req: LoginStreamRequest) => new Promise<LoginStreamReply>((resolve) => gates.push(() => resolve({ id: req.id })))) } }],
-    '127.0.0.1',
-    0,
-    TEST_AUTH,
-  );
-  const client = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  const { running, client, streams, gates } = await gatedStream();
   try {
     const stream = client.loginStream();
     stream.on('error', () => undefined);
@@ -526,7 +504,6 @@ test('answeringStream: a caller that cancels is forgotten at once, and its pendi
 });
 
 test('serveWithStore: the store is closed after the server, or at once when the server cannot start', async () => {
-  const { SqliteUserStore } = await import('../services/directory/store-sqlite.js');
   const store = SqliteUserStore.open(':memory:');
   const served = await serveWithStore(store, { definition: DirectoryService, implementation: {}, name: 'x' }, '127.0.0.1', 0, TEST_AUTH);
   assert.equal(await healthStatus(served.port, ''), 'SERVING');
