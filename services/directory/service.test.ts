@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import assert from 'node:assert/strict';
 import { DirectoryClient, DirectoryService, type LoginBatchItem, type LoginRequest, type LoginStreamRequest, type LoginStreamReply, type User } from '../../lib/gen/directory.js';
-import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError, startServer } from '../../lib/grpc.js';
+import { call, fromServiceError, grpcClient, MAX_BATCH_ITEMS, rebuiltError, serveWithStore } from '../../lib/grpc.js';
 import {
   BadRequest,
   InvalidClientState,
@@ -18,6 +18,7 @@ import { startDirectory, type RunningDirectory } from './server.js';
 import pino from 'pino';
 import { login as applyLogin, assignNode as assignNodeOn, directoryService, importUsers, loginBatch, reserveUids, retireUser } from './service.js';
 import { UidTaken } from './store.js';
+import { importSample } from './store.contract.js';
 import { SqliteUserStore } from './store-sqlite.js';
 import { healthStatus, tempStoreUrl, TEST_AUTH, UNAUTHENTICATED, WRONG_AUTHS } from '../../tests/support/services.js';
 
@@ -65,8 +66,8 @@ test('health check answers SERVING for the server and the Directory service', as
   assert.equal(await healthStatus(server.port, 'tokenserver.directory.v1.Directory'), 'SERVING');
 });
 
-/** One batch on a LoginStream of its own: its reply, or the stream's error as login reads it. */
-function streamedBatch(c: DirectoryClient, items: LoginBatchItem[]): Promise<LoginStreamReply> {
+/** One message on a LoginStream of its own: its reply, or the stream's error as login reads it. */
+function streamed(c: DirectoryClient, message: LoginStreamRequest): Promise<LoginStreamReply> {
   return new Promise((resolve, reject) => {
     const stream = c.loginStream();
     stream.on('data', (reply: LoginStreamReply) => {
@@ -74,9 +75,12 @@ function streamedBatch(c: DirectoryClient, items: LoginBatchItem[]): Promise<Log
       stream.end();
     });
     stream.on('error', (err: grpc.ServiceError) => reject(fromServiceError(err, 1)));
-    stream.write({ id: 1, batch: { items } });
+    stream.write(message);
   });
 }
+
+/** One batch on a LoginStream of its own. */
+const streamedBatch = (c: DirectoryClient, items: LoginBatchItem[]) => streamed(c, { id: 1, batch: { items } });
 
 test('without the internal secret, or with a wrong one, every call is UNAUTHENTICATED and changes nothing', async () => {
   const email = freshEmail();
@@ -471,19 +475,21 @@ test('a request with an int64 beyond Number.MAX_SAFE_INTEGER, or bytes that are 
 
 // ---- found missing by mutation testing: the admin, purge, event-token and import calls over gRPC ----
 
-/** A Directory server of its own on `store` (a fresh uid counter for import tests), and its client. */
+/** A Directory server of its own on `store` (a fresh uid counter for import tests), and its client; close() closes the store too. */
 async function serveOn(store: SqliteUserStore): Promise<{ c: DirectoryClient; close: () => Promise<void> }> {
-  const running = await startServer([{ definition: DirectoryService, implementation: directoryService(store, pino({ level: 'silent' }), POLICY), name: 'x' }], '127.0.0.1', 0, TEST_AUTH);
-  const c = grpcClient(DirectoryClient, `127.0.0.1:${running.port}`, TEST_AUTH);
+  const served = await serveWithStore(store, { definition: DirectoryService, implementation: directoryService(store, pino({ level: 'silent' }), POLICY), name: 'x' }, '127.0.0.1', 0, TEST_AUTH);
+  const c = grpcClient(DirectoryClient, `127.0.0.1:${served.port}`, TEST_AUTH);
   return {
     c,
     close: async () => {
       c.close();
-      await running.close();
-      await store.close();
+      await served.close();
     },
   };
 }
+
+/** An imported record of `uid` with no replaced uids, on the store contract's sample. */
+const imported = (uid: number, email = `imp${uid}@example.com`): User => importSample({ email, uid, replaced: [] });
 
 const refused = (re: RegExp) => (err: unknown) => err instanceof BadRequest && re.test(err.message);
 
@@ -621,15 +627,7 @@ test('LoginBatch: exactly MAX_BATCH_ITEMS items are decided; an item without a l
   const missing = rebuiltError(mixed.results[0].error!, 10);
   assert.ok(missing instanceof BadRequest && missing.message === 'login is required', String(missing));
   assert.equal(mixed.results[1].user?.email, items[0].login!.email);
-  const empty = await new Promise<LoginStreamReply>((resolve, reject) => {
-    const stream = client.loginStream();
-    stream.on('data', (reply: LoginStreamReply) => {
-      resolve(reply);
-      stream.end();
-    });
-    stream.on('error', reject);
-    stream.write({ id: 7 } as LoginStreamRequest);
-  });
+  const empty = await streamed(client, { id: 7 } as LoginStreamRequest);
   assert.equal(empty.id, 7);
   assert.deepEqual(empty.batch?.results, []);
   const tooMany = await streamedBatch(client, [...items, items[0]]);
@@ -651,24 +649,21 @@ test('ReserveUids and ImportUsers on a fresh store: a dry run changes nothing; u
     await assert.rejects(reserve(-1), refused(/^up_to must be a non-negative integer$/));
     await assert.rejects(reserve(2 ** 52 + 1), refused(/^up_to must be at most 4503599627370496, the highest uid an import may bring$/));
     assert.deepEqual(await reserve(2 ** 52, true), { previous: 100, current: 2 ** 52 }, '2^52 itself may be reserved');
-    const user = (uid: number, email = `imp${uid}@example.com`): User => ({
-      service: 'sync', email, uid, node: '', generation: 1, clientState: '', seenClientStates: [], replaced: [], createdAt: 1_700_000_000_000,
-    });
     const importUsers = (users: User[], dryRun = false) => call(c, c.importUsers, { users, dryRun }, opts).then((r) => r.results);
-    assert.deepEqual(await importUsers([user(100)], true), [{ result: 'created', detail: '' }]);
+    assert.deepEqual(await importUsers([imported(100)], true), [{ result: 'created', detail: '' }]);
     assert.equal(await store.get('sync', 'imp100@example.com'), null, 'a dry run writes nothing');
-    const [above] = await importUsers([user(101)]);
+    const [above] = await importUsers([imported(101)]);
     assert.equal(above.result, 'invalid');
     assert.equal(above.detail, 'uid 101 is above the uids reserved for imports (100): ReserveUids first');
-    assert.deepEqual(await importUsers([user(100)]), [{ result: 'created', detail: '' }], 'the reserved top itself');
-    assert.deepEqual(await importUsers([user(100)]), [{ result: 'unchanged', detail: '' }]);
-    const [taken] = await importUsers([user(100, 'other@example.com')]);
+    assert.deepEqual(await importUsers([imported(100)]), [{ result: 'created', detail: '' }], 'the reserved top itself');
+    assert.deepEqual(await importUsers([imported(100)]), [{ result: 'unchanged', detail: '' }]);
+    const [taken] = await importUsers([imported(100, 'other@example.com')]);
     assert.equal(taken.result, 'conflict');
     assert.match(taken.detail, /100/);
     assert.equal(await store.get('sync', 'other@example.com'), null);
-    const many = Array.from({ length: MAX_BATCH_ITEMS }, (_, i) => user(i + 1));
+    const many = Array.from({ length: MAX_BATCH_ITEMS }, (_, i) => imported(i + 1));
     assert.equal((await importUsers(many, true)).length, MAX_BATCH_ITEMS);
-    await assert.rejects(importUsers([...many, user(99)], true), refused(new RegExp(`^at most ${MAX_BATCH_ITEMS} users per call$`)));
+    await assert.rejects(importUsers([...many, imported(99)], true), refused(new RegExp(`^at most ${MAX_BATCH_ITEMS} users per call$`)));
   } finally {
     await close();
   }
@@ -709,29 +704,26 @@ test('a write lost MAX_ATTEMPTS times in a row is a 503 asking to try again, aft
 test('ImportUsers races: a uid another import wrote meanwhile is a conflict naming its holder; an account another writer created meanwhile is decided on its record', async () => {
   const inner = SqliteUserStore.open(':memory:');
   await reserveUids(inner, { upTo: 100, dryRun: false });
-  const user = (uid: number, email: string): User => ({
-    service: 'sync', email, uid, node: '', generation: 1, clientState: '', seenClientStates: [], replaced: [], createdAt: 1_700_000_000_000,
-  });
   const store: SqliteUserStore = Object.create(inner);
   try {
     // The uid index refuses the insert: another account took uid 7 between the check and the write.
     store.insert = async () => {
       throw new UidTaken([{ service: 'sync', email: 'first@example.com', uid: 7 }]);
     };
-    assert.deepEqual((await importUsers(store, { users: [user(7, 'second@example.com')], dryRun: false })).results, [
+    assert.deepEqual((await importUsers(store, { users: [imported(7, 'second@example.com')], dryRun: false })).results, [
       { result: 'conflict', detail: "uid 7 is another account's here (sync first@example.com)" },
     ]);
     // A failure other than the uid index is the call's.
     store.insert = async () => {
       throw new Error('disk full');
     };
-    await assert.rejects(importUsers(store, { users: [user(8, 'third@example.com')], dryRun: false }), /disk full/);
+    await assert.rejects(importUsers(store, { users: [imported(8, 'third@example.com')], dryRun: false }), /disk full/);
     // The account was created by another writer first, with the same record: unchanged, not created twice.
     store.insert = async (record) => {
       await inner.insert(record);
       return false;
     };
-    assert.deepEqual((await importUsers(store, { users: [user(9, 'fourth@example.com')], dryRun: false })).results, [{ result: 'unchanged', detail: '' }]);
+    assert.deepEqual((await importUsers(store, { users: [imported(9, 'fourth@example.com')], dryRun: false })).results, [{ result: 'unchanged', detail: '' }]);
   } finally {
     await inner.close();
   }

@@ -604,7 +604,7 @@ const created = { result: 'created', detail: '' };
 const unchanged = { result: 'unchanged', detail: '' };
 
 /** A user as ImportUsers carries it: uid 42 on a node, with history. */
-function importSample(overrides: Partial<User> = {}): User {
+export function importSample(overrides: Partial<User> = {}): User {
   return {
     service: 'sync',
     email: 'alice@example.com',
