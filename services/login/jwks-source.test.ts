@@ -11,6 +11,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { RemoteJwks } from '../../lib/config.js';
 import { LoginMetrics } from '../../lib/metrics.js';
 import { capturedLog } from '../../tests/support/log.js';
 import { signingKey } from '../../tests/support/oauth.js';
@@ -22,6 +23,16 @@ import { importUsableJwks } from './jwks.js';
 /** The disk copy tests' files, removed after them. */
 const dir = mkdtempSync(path.join(tmpdir(), 'jwks-cache-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A fetched set's settings: `where` (the variable, and the URL or issuer), over the defaults (refreshed hourly, tried again within 30 s, 5 s and 64 KiB per fetch). */
+const remoteSettings = (where: Partial<RemoteJwks> & Pick<RemoteJwks, 'variable'>): RemoteJwks => ({
+  refreshSeconds: 3600,
+  minIntervalSeconds: 30,
+  timeoutMs: 5000,
+  maxBytes: 65_536,
+  waitMs: 5000,
+  ...where,
+});
 
 const failure = (outcome: string, re?: RegExp) => (e: unknown) => e instanceof FetchFailure && e.outcome === outcome && (!re || re.test(e.message));
 
@@ -268,7 +279,7 @@ describe('fetchLimited at its limits: found missing by mutation testing', () => 
 describe('fetchKeySet: found missing by mutation testing', () => {
   test('discovery, then the set (or the set alone for a URL); each failure names the document at fault', async () => {
     const p = await startOAuthProvider({ keys: [await signingKey('RS256', 'k1')] });
-    const byDiscovery = { variable: 'OAUTH_ISSUER', discoveryIssuer: p.issuer, refreshSeconds: 3600, minIntervalSeconds: 30, timeoutMs: 5000, maxBytes: 65_536, waitMs: 5000 };
+    const byDiscovery = remoteSettings({ variable: 'OAUTH_ISSUER', discoveryIssuer: p.issuer });
     const byUrl = { ...byDiscovery, variable: 'OAUTH_JWKS', discoveryIssuer: undefined, jwksUrl: p.jwksUri };
     const quoted = p.jwksUri.replace(/[.]/g, '\\.');
     try {
@@ -305,20 +316,12 @@ describe('the key source: what it logs', () => {
   });
   after(() => p.close());
 
-  const settings = (cache: string | undefined, seconds: { refresh?: number; min?: number } = {}) => ({
-    variable: 'OAUTH_JWKS',
-    jwksUrl: p.jwksUri,
-    cache,
-    refreshSeconds: seconds.refresh ?? 3600,
-    minIntervalSeconds: seconds.min ?? 30,
-    timeoutMs: 5000,
-    maxBytes: 65_536,
-    waitMs: 5000,
-  });
+  type Seconds = Partial<Pick<RemoteJwks, 'refreshSeconds' | 'minIntervalSeconds'>>;
   /** A source started on `cache`, its lines, and the lines with `msg`. */
-  async function started(cache: string | undefined, seconds?: { refresh?: number; min?: number }) {
+  async function started(cache: string | undefined, seconds: Seconds = {}) {
     const { log, lines } = capturedLog();
-    const source = await startKeySource({ remote: settings(cache, seconds) }, 'OAUTH_JWKS', { set: 'oauth', algorithms: ['RS256'], log, metrics: new LoginMetrics() });
+    const remote = remoteSettings({ variable: 'OAUTH_JWKS', jwksUrl: p.jwksUri, cache, ...seconds });
+    const source = await startKeySource({ remote }, 'OAUTH_JWKS', { set: 'oauth', algorithms: ['RS256'], log, metrics: new LoginMetrics() });
     return { source, lines, withMsg: (msg: string) => lines.filter((l) => l.msg === msg) };
   }
   const fields = (line: Record<string, any>, ...names: string[]) => Object.fromEntries(names.map((n) => [n, line[n]]));
@@ -374,7 +377,7 @@ describe('the key source: what it logs', () => {
   test('no copy and no provider: the failed fetch says 503 until the next try (warn), with no kept set; the try after it is a retry', async (t) => {
     t.after(stopAll);
     p.fail('down');
-    const { source, withMsg, lines } = await started(undefined, { min: 0.2 });
+    const { source, withMsg, lines } = await started(undefined, { minIntervalSeconds: 0.2 });
     sources.push(source);
     const [failed] = withMsg('key set fetch failed; no key set yet (answering 503), trying again within 0.2 s');
     assert.equal(failed.level, 40);
@@ -393,11 +396,11 @@ describe('the key source: what it logs', () => {
   test('the background fetch of a fresh set is a refresh; the fetch for an unknown kid says so', async (t) => {
     t.after(stopAll);
     p.fail(null);
-    const { source, withMsg } = await started(undefined, { refresh: 0.2, min: 0.1 });
+    const { source, withMsg } = await started(undefined, { refreshSeconds: 0.2, minIntervalSeconds: 0.1 });
     sources.push(source);
     await eventually('a refresh', () => withMsg('key set fetched').some((l) => l.reason === 'refresh'));
     // Refreshed only each hour, so the next fetch is the one for the unknown kid, once the minimum interval has passed.
-    const hourly = await started(undefined, { min: 0.1 });
+    const hourly = await started(undefined, { minIntervalSeconds: 0.1 });
     sources.push(hourly.source);
     await new Promise((r) => setTimeout(r, 150));
     await hourly.source.refreshForUnknownKid();
