@@ -3,8 +3,10 @@
 // REDIS_SERVER names. No automatic persistence (SAVE still writes a snapshot),
 // its own temp folder; it can be stopped, killed, paused (SIGSTOP: a Redis too
 // slow to answer) and started again on its port, from its last snapshot if any.
+// Stopped when the test process exits; one whose test process was killed
+// outright is stopped by the next startRedis.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -21,7 +23,7 @@ export interface TestRedis {
   start(): Promise<void>;
   /** Stops it (SIGTERM) and waits for the process to end. */
   stop(): Promise<void>;
-  /** SIGKILL, as a crash: nothing is written on the way out. */
+  /** SIGKILL, as a crash: nothing is written on the way out (paused, it is not resumed first). */
   kill(): Promise<void>;
   /** SIGSTOP / SIGCONT: connections stay open, nothing is answered meanwhile. */
   pause(): void;
@@ -73,11 +75,49 @@ async function command(port: number, args: string[]): Promise<unknown> {
   }
 }
 
+const DIR_PREFIX = 'test-redis-';
+/** In each server's folder: the test process's pid and the server's. */
+const PIDS_FILE = 'pids';
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Ends the test servers whose test process is gone: one killed outright (a mutation run's timeout)
+ * runs no exit handler. A pid is signalled only while it is still a redis-server.
+ */
+function stopOrphans(): void {
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(DIR_PREFIX)) continue;
+    const dir = path.join(tmpdir(), name);
+    let owner: number, server: number;
+    try {
+      [owner, server] = readFileSync(path.join(dir, PIDS_FILE), 'utf8').split(' ').map(Number);
+    } catch {
+      continue;
+    }
+    if (isRunning(owner)) continue;
+    try {
+      if (readFileSync(`/proc/${server}/cmdline`, 'utf8').includes('redis-server')) process.kill(server, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Starts a redis-server; `args` are extra config directives (`['--maxmemory-policy', 'allkeys-lru']`). */
 export async function startRedis(args: string[] = []): Promise<TestRedis> {
   const binary = redisServerBinary();
   if (!binary) throw new Error(redisSkipReason());
-  const dir = mkdtempSync(path.join(tmpdir(), 'test-redis-'));
+  stopOrphans();
+  const dir = mkdtempSync(path.join(tmpdir(), DIR_PREFIX));
   const port = await freePort();
   let child: ChildProcess | undefined;
   let output = '';
@@ -89,6 +129,7 @@ export async function startRedis(args: string[] = []): Promise<TestRedis> {
     });
     child = proc;
     stopOnExit(proc);
+    if (proc.pid !== undefined) writeFileSync(path.join(dir, PIDS_FILE), `${process.pid} ${proc.pid}`);
     proc.stdout!.on('data', (d: Buffer) => (output += d));
     proc.stderr!.on('data', (d: Buffer) => (output += d));
     const deadline = Date.now() + START_WAIT_MS;
@@ -105,7 +146,8 @@ export async function startRedis(args: string[] = []): Promise<TestRedis> {
     child = undefined;
     if (!proc || proc.exitCode !== null) return;
     const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGCONT');
+    // A paused process is resumed to handle SIGTERM; SIGKILL ends it as it is, with what it had not read unread.
+    if (signal !== 'SIGKILL') proc.kill('SIGCONT');
     proc.kill(signal);
     await exited;
   }
