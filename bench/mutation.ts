@@ -65,6 +65,7 @@ const SLOW_TEST_FILES: Record<string, number> = {
   'services/node-gateway/nonces.test.ts': 30_000,
   'services/nodeassign/service.test.ts': 30_000,
   'services/login/jwks-source.test.ts': 15_000,
+  'services/node-gateway/redis-nonces.test.ts': 30_000,
 };
 
 function testTimeoutMs(tests: readonly string[]): number {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ServiceUnavailable } from '../../lib/errors.js';
-import { logger } from '../../lib/log.js';
+import { logger, type Logger } from '../../lib/log.js';
 import { capturedLog } from '../../tests/support/log.js';
 import { redisSkipReason, startRedis, type TestRedis } from '../../tests/support/redis.js';
 import { eventually } from '../../tests/support/services.js';
@@ -22,6 +22,7 @@ import {
   redactedUrl,
   RedisNonceStore,
   RECHECK_MS,
+  reconnectDelayMs,
   rememberCall,
   serverOf,
   sliceSeconds,
@@ -94,18 +95,28 @@ test('verdictOf: new, replayed, over the quota or opened before the epoch, with 
   const floor = T0 * 1000 + 42_500;
   assert.deepEqual(verdictOf([3, since, floor], call), { verdict: { outcome: 'unknown', retryAfter: 43 }, epoch: { since, floor } });
   assert.deepEqual(verdictOf([3, since, T0 * 1000 + 1], call).verdict, { outcome: 'unknown', retryAfter: 1 });
-  for (const odd of [null, 'OK', [], [3], [0], [0, since], [4, since, 0], [0, since, 0, 1], [2, since, 0], [2, since, 0, 'x'], [2, since, 0, 1.5], [3, since, 'x'], [0, -1, 0], [0, since, 1.5], { 0: 0 }]) {
-    assert.throws(() => verdictOf(odd, call), ServiceUnavailable, JSON.stringify(odd));
+  const odds = [undefined, null, 'OK', [], [3], [0], [0, since], [4, since, 0], [0, since, 0, 1], [1, since, 0, 1], [2, since, 0], [2, since, 0, oldest, 1], [2, since, 0, 'x'], [2, since, 0, 1.5], [3, since, 0, 1], [3, since, 'x'], [0, -1, 0], [0, since, 1.5], { 0: 0 }];
+  for (const odd of odds) {
+    assert.throws(() => verdictOf(odd, call), (e: unknown) => e instanceof ServiceUnavailable && e.message === `the nonce store answered ${JSON.stringify(odd)}`, JSON.stringify(odd));
   }
+  // What the log line quotes of a long reply: its first 100 characters.
+  const long = ['x'.repeat(300)];
+  assert.throws(() => verdictOf(long, call), (e: unknown) => e instanceof Error && e.message === `the nonce store answered ${JSON.stringify(long).slice(0, 100)}`);
 });
 
 test('epochOf and serverOf: what the epoch script and INFO server memory say, or 503', () => {
   assert.deepEqual(epochOf([5, 0]), { since: 5, floor: 0 });
-  for (const odd of [null, [], [5], [5, 0, 1], ['5', 0], [5, -1]]) assert.throws(() => epochOf(odd), ServiceUnavailable, JSON.stringify(odd));
+  for (const odd of [undefined, null, [], [5], [5, 0, 1], ['5', 0], [5, -1]]) {
+    assert.throws(() => epochOf(odd), (e: unknown) => e instanceof ServiceUnavailable && e.message === `the nonce store answered ${JSON.stringify(odd)}`, JSON.stringify(odd));
+  }
   const run = '0123456789abcdef0123456789abcdef01234567';
   assert.deepEqual(serverOf(`# Server\r\nredis_version:7.0.15\r\nrun_id:${run}\r\n\r\n# Memory\r\nmaxmemory_policy:noeviction\r\n`), { runId: run, problem: undefined });
+  assert.equal(serverOf(`redis_version:7.0.15\nrun_id:${run}\nmaxmemory_policy:noeviction\n`).runId, run, 'lines ended by \\n alone');
   assert.match(serverOf(`run_id:${run}\r\nmaxmemory_policy:allkeys-lru\r\n`).problem ?? '', /allkeys-lru/);
-  assert.throws(() => serverOf('# Memory\r\nmaxmemory_policy:noeviction\r\n'), ServiceUnavailable);
+  // Only a whole run_id line of hex names the server.
+  for (const info of ['# Memory\r\nmaxmemory_policy:noeviction\r\n', `master_run_id:${run}\r\n`, `run_id:${run}zz\r\n`, 'run_id:\r\n']) {
+    assert.throws(() => serverOf(info), (e: unknown) => e instanceof ServiceUnavailable && /did not say its run_id/.test(e.message), JSON.stringify(info));
+  }
   assert.ok(RECHECK_MS <= 500, 'read twice a second at least, so a change is seen within one');
 });
 
@@ -113,9 +124,10 @@ test('verdictOfError: Redis at maxmemory is a full store; any other failure is 5
   const oom = new Error("ERR Error running script: @user_script:14: OOM command not allowed when used memory > 'maxmemory'.");
   assert.deepEqual(verdictOfError(oom, 7), { outcome: 'cache-full', retryAfter: 7 });
   for (const err of [new Error('Command timed out'), new Error("Stream isn't writeable and enableOfflineQueue options is false"), 'weird']) {
+    const reason = err instanceof Error ? err.message : err;
     assert.throws(
       () => verdictOfError(err, 7),
-      (e: unknown) => e instanceof ServiceUnavailable && e.status === 503 && e.headers['Retry-After'] === '7',
+      (e: unknown) => e instanceof ServiceUnavailable && e.status === 503 && e.headers['Retry-After'] === '7' && e.message === `the nonce store did not answer: ${reason}`,
     );
   }
   assert.throws(() => verdictOfError(new Error('ROOMY'), 7), ServiceUnavailable, 'OOM as a word only');
@@ -126,6 +138,11 @@ test('evictionProblem: only noeviction keeps every nonce for its window', () => 
   assert.match(evictionProblem('maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n') ?? '', /allkeys-lru.*noeviction/);
   assert.match(evictionProblem('maxmemory_policy:volatile-ttl\r\n') ?? '', /volatile-ttl/);
   assert.equal(evictionProblem('# Memory\r\nused_memory:1\r\n'), undefined, 'not told: nothing to refuse');
+  assert.equal(evictionProblem('not_maxmemory_policy:allkeys-lru\r\nmaxmemory_policy:noeviction\r\n'), undefined, 'the field itself, not one ending in its name');
+});
+
+test('reconnectDelayMs: 100 ms, doubling, at most a second, never giving up', () => {
+  assert.deepEqual([1, 2, 3, 4, 5, 6, 10, 11, 1000].map(reconnectDelayMs), [100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000]);
 });
 
 test('redactedUrl: a password never reaches the logs', () => {
@@ -258,8 +275,9 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     assert.ok(Math.abs(e.since - now) < 60_000, String(e.since));
   });
 
-  test('FLUSHALL: a request signed 30 s ahead and accepted before is refused after, as is all whose window opened before the new epoch; then served', async () => {
-    const s = await open();
+  test('FLUSHALL: a request signed 30 s ahead and accepted before is refused after, as is all whose window opened before the new epoch; then served; one warning', async () => {
+    const { log, lines } = capturedLog();
+    const s = await open(log);
     const now = Date.now();
     const ahead = String(Math.floor(now / 1000) + 30);
     assert.equal((await s.remember(ID, 'captured', ahead, now)).outcome, 'new');
@@ -278,6 +296,37 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
     // Signed at the floor: served.
     const at = Math.ceil(e.floor / 1000);
     assert.equal((await s.remember(ID, 'after', String(at), at * 1000)).outcome, 'new');
+    // Told once, with the epoch's start and the end of the wait, however many requests and checks met the epoch.
+    await new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
+    const told = lines.filter((l) => /lost nonces/.test(l.msg));
+    assert.equal(told.length, 1, JSON.stringify(told));
+    assert.equal(told[0].level, 40);
+    assert.equal(told[0].epochSince, new Date(e.since).toISOString());
+    assert.equal(told[0].refusedUntil, new Date(e.floor).toISOString());
+    assert.ok(!lines.some((l) => /began a new epoch/.test(l.msg)), 'the first epoch this store saw is no news');
+  });
+
+  test('an epoch another gateway began after the one this store knew, its wait long over: taken up, logged as news without a warning, nothing refused', async () => {
+    const run = await runId();
+    const old = Date.now() - 10 * 60_000;
+    // A store opened on it first is told nothing: the epoch it meets is no news.
+    await redis!.command('HSET', EPOCH_KEY, 'run', run, 'since', String(old), 'floor', '0');
+    const { log, lines } = capturedLog();
+    const s = await open(log);
+    const now = Date.now();
+    assert.equal((await s.remember(ID, 'n1', String(Math.floor(now / 1000)), now)).outcome, 'new');
+    assert.deepEqual(await epoch(), { run, since: old, floor: 0 });
+    // Another gateway, knowing none, began one nine minutes ago: this store raises its floor to since + skew, now past.
+    const later = old + 60_000;
+    await redis!.command('HSET', EPOCH_KEY, 'since', String(later));
+    await eventually('the store takes it up', () => lines.some((l) => /began a new epoch/.test(l.msg)), { pollMs: 25 });
+    const news = lines.filter((l) => /epoch|lost nonces/.test(l.msg));
+    assert.equal(news.length, 1, JSON.stringify(news));
+    assert.equal(news[0].level, 30);
+    assert.equal(news[0].epochSince, new Date(later).toISOString());
+    assert.deepEqual(await epoch(), { run, since: later, floor: later + SKEW * 1000 });
+    const now2 = Date.now();
+    assert.equal((await s.remember(ID, 'n2', String(Math.floor(now2 / 1000)), now2)).outcome, 'new');
   });
 
   test('a store serving nothing notices a flush within a second, so one that never knew the store does not begin an epoch without the wait', async () => {
@@ -329,11 +378,13 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
       return refusal !== undefined;
     }, { pollMs: 25 });
     const seenMs = Date.now() - changed;
-    assert.ok(refusal instanceof ServiceUnavailable && /allkeys-lru.*noeviction/.test(refusal.message) && refusal.headers['Retry-After'] === '3', String(refusal));
+    assert.ok(refusal instanceof ServiceUnavailable && /^nonce store refused: .*allkeys-lru.*noeviction/.test(refusal.message) && refusal.headers['Retry-After'] === '3', String(refusal));
     console.log(`# evicting policy seen after ${seenMs} ms (read every ${RECHECK_MS} ms)`);
     assert.equal(await s.healthy(), false);
-    // Until set back, every request is refused.
+    // Until set back, every request is refused; the checks in the meantime log nothing more.
+    await new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
     await assert.rejects(s.remember(ID, 'still', ts(), now()), ServiceUnavailable);
+    assert.ok(!lines.some((l) => /usable again/.test(l.msg)), 'not usable again before it is');
     assert.equal(lines.filter((l) => l.level === 50 && /nonce store refused: its maxmemory-policy is allkeys-lru/.test(l.msg)).length, 1, 'logged once');
     await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
     await eventually('served again', async () => (await s.remember(ID, `m${++n}`, ts(), now()).catch(() => undefined))?.outcome === 'new', { pollMs: 25 });
@@ -376,3 +427,109 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
   });
 });
 
+
+// ---- the connection: lost, slow, back, closed; each test on a Redis of its own ----
+
+describe('RedisNonceStore\'s connection against redis-server', { skip }, () => {
+  let redis: TestRedis | undefined;
+  const stores: RedisNonceStore[] = [];
+  const open = async (log: Logger, url = redis!.url) => {
+    const s = await RedisNonceStore.open({ kind: 'redis', url, timeoutMs: 300 }, { perToken: 50, skewSeconds: 60, retryAfter: 3 }, log);
+    stores.push(s);
+    return s;
+  };
+  const nowTs = () => String(Math.floor(Date.now() / 1000));
+  const named = async () => String(await redis!.command('CLIENT', 'LIST')).split('\n').filter((l) => / name=node-gateway /.test(l)).length;
+  const refusal = (s: RedisNonceStore, nonce: string) => s.remember(ID, nonce, nowTs(), Date.now()).then(() => undefined, (e: unknown) => e);
+  beforeEach(async () => {
+    redis = await startRedis();
+  });
+  afterEach(async () => {
+    await Promise.all(stores.splice(0).map((s) => s.close()));
+    await redis?.dispose();
+  });
+
+  test('opened: one line that it connected, under the URL without its password; a client named node-gateway; closed: gone, without a warning', async () => {
+    await redis!.command('ACL', 'SETUSER', 'gw', 'on', '>r3dis-pass', '~*', '&*', '+@all');
+    const { log, lines } = capturedLog();
+    const url = `redis://gw:r3dis-pass@127.0.0.1:${redis!.port}`;
+    const s = await open(log, url);
+    assert.equal(s.kind, 'redis');
+    assert.equal((await s.remember(ID, 'n1', nowTs(), Date.now())).outcome, 'new');
+    assert.equal(await named(), 1);
+    await new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
+    assert.deepEqual(lines.map((l) => [l.level, l.msg]), [[30, 'nonce store connected']], 'nothing else: no epoch news, no eviction policy news');
+    assert.equal(lines[0].nonceStore, `redis://gw:***@127.0.0.1:${redis!.port}`);
+    assert.ok(!JSON.stringify(lines).includes('r3dis-pass'));
+    await s.close();
+    await eventually('the connection is gone', async () => (await named()) === 0, { pollMs: 25 });
+    await new Promise((r) => setTimeout(r, 2 * RECHECK_MS));
+    assert.deepEqual(lines.map((l) => l.msg), ['nonce store connected'], 'a close asked for is no warning');
+  });
+
+  test('Redis stopped: 503 "not connected" with Retry-After, one warning, the reconnects at debug; back: served again after the wait a restart without its nonces needs', async () => {
+    const { log, lines } = capturedLog();
+    const s = await open(log);
+    assert.equal((await s.remember(ID, 'before', nowTs(), Date.now())).outcome, 'new');
+    await redis!.stop();
+    let refused: unknown;
+    await eventually('refused', async () => (refused = await refusal(s, 'down')) !== undefined, { pollMs: 25 });
+    assert.ok(refused instanceof ServiceUnavailable && /^the nonce store is not connected \(\w+\)$/.test(refused.message) && refused.headers['Retry-After'] === '3', String(refused));
+    assert.equal(await s.healthy(), false);
+    // A request whose window is over needs no store: there is nothing to remember.
+    assert.deepEqual(await s.remember(ID, 'stale', String(Math.floor(Date.now() / 1000) - 61), Date.now()), { outcome: 'new' });
+    await eventually('a few reconnects tried', () => lines.filter((l) => l.msg === 'nonce store still unreachable').length >= 3, { timeoutMs: 5000, pollMs: 25 });
+    const warned = lines.filter((l) => l.level >= 40);
+    assert.deepEqual(warned.map((l) => l.msg), ['nonce store connection closed: answering 503 until it is back'], 'one warning while it stays down');
+    assert.ok(lines.filter((l) => l.msg === 'nonce store still unreachable').every((l) => l.level === 20 && /ECONNREFUSED/.test(l.reason)));
+    await redis!.start();
+    // A new server process without the nonces it had: what was signed before waits for the skew.
+    let back: unknown;
+    await eventually('answering again', async () => (back = await s.remember(ID, `after-${Date.now()}`, nowTs(), Date.now()).catch(() => undefined)) !== undefined, { timeoutMs: 5000, pollMs: 25 });
+    assert.equal((back as { outcome: string }).outcome, 'unknown');
+    assert.equal(await s.healthy(), true);
+    assert.equal(lines.filter((l) => l.msg === 'nonce store connected').length, 2);
+    assert.equal(lines.filter((l) => /lost nonces/.test(l.msg)).length, 1);
+  });
+
+  test('the connection reset while up: one warning with the reason; later reconnect failures at debug', async () => {
+    const { log, lines } = capturedLog();
+    const s = await open(log);
+    // A paused Redis that is then killed leaves unread commands behind: the kernel resets the connection.
+    redis!.pause();
+    assert.ok((await refusal(s, 'paused')) instanceof ServiceUnavailable);
+    await redis!.kill();
+    await eventually('a reconnect failed', () => lines.some((l) => l.msg === 'nonce store still unreachable'), { timeoutMs: 5000, pollMs: 25 });
+    await eventually('another', () => lines.filter((l) => l.msg === 'nonce store still unreachable').length >= 2, { timeoutMs: 5000, pollMs: 25 });
+    const warned = lines.filter((l) => l.level >= 40);
+    assert.equal(warned.length, 1, JSON.stringify(warned));
+    assert.equal(warned[0].msg, 'nonce store unreachable: answering 503 until it is back');
+    assert.match(warned[0].reason, /ECONNRESET/);
+  });
+
+  test('Redis too slow: 503 "did not answer" within the timeout, unhealthy; a store opened meanwhile starts without waiting on it and serves once Redis answers', async () => {
+    const { log, lines } = capturedLog();
+    const s = await open(log);
+    redis!.pause();
+    try {
+      const started = Date.now();
+      const slow = await refusal(s, 'slow');
+      const took = Date.now() - started;
+      assert.ok(slow instanceof ServiceUnavailable && /^the nonce store did not answer: Command timed out/.test(slow.message) && slow.headers['Retry-After'] === '3', String(slow));
+      assert.ok(took >= 250 && took < 1500, `${took} ms against a 300 ms timeout`);
+      assert.equal(await s.healthy(), false);
+      const opening = Date.now();
+      const late = await open(log);
+      const waited = Date.now() - opening;
+      assert.ok(waited < 2500, `open waited ${waited} ms`);
+      assert.ok(lines.some((l) => l.level === 40 && l.msg === 'nonce store not reachable yet: answering 503 until it is'));
+      assert.ok((await refusal(late, 'late')) instanceof ServiceUnavailable);
+      redis!.resume();
+      await eventually('the late store serves', async () => (await late.remember(ID, `late-${Date.now()}`, nowTs(), Date.now()).catch(() => undefined))?.outcome === 'new', { timeoutMs: 5000, pollMs: 25 });
+      assert.equal(await late.healthy(), true);
+      assert.equal(await s.healthy(), true);
+    } finally {
+      redis!.resume();
+    }
+  });
+});

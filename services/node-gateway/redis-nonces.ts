@@ -42,8 +42,12 @@ import type { NonceStore, NonceVerdict } from './nonce-store.js';
 export const QUOTA_SLICES = 8;
 /** How long start waits for Redis before serving anyway (503 until Redis answers). */
 const FIRST_CONNECT_WAIT_MS = 2000;
-/** Reconnect delays double from 50 ms up to this. */
+/** The longest wait between two reconnects. */
 const MAX_RECONNECT_DELAY_MS = 1000;
+/** How long to wait before the `times`-th reconnect (1, 2, …): 100 ms, doubling, at most MAX_RECONNECT_DELAY_MS; never given up. */
+export function reconnectDelayMs(times: number): number {
+  return Math.min(50 * 2 ** Math.min(times, 10), MAX_RECONNECT_DELAY_MS);
+}
 /** How often the eviction policy, the server and the epoch are read again: a change is seen within a second. */
 export const RECHECK_MS = 500;
 
@@ -350,7 +354,7 @@ export class RedisNonceStore implements NonceStore {
       // Never queue or resend: a request waits for no reconnect, and a resent SET NX would call its own nonce a replay.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), MAX_RECONNECT_DELAY_MS),
+      retryStrategy: reconnectDelayMs,
       connectionName: 'node-gateway',
     });
     const store = new RedisNonceStore(client, limits, log.child({ nonceStore: redactedUrl(config.url) }));
