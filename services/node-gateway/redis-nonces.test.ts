@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ServiceUnavailable } from '../../lib/errors.js';
-import { logger, type Logger } from '../../lib/log.js';
+import { logger } from '../../lib/log.js';
 import { capturedLog } from '../../tests/support/log.js';
 import { redisSkipReason, startRedis, type TestRedis } from '../../tests/support/redis.js';
 import { eventually } from '../../tests/support/services.js';
@@ -225,29 +225,25 @@ describe('RedisNonceStore against redis-server', { skip }, () => {
   });
 });
 
-// ---- epochs and the eviction policy: each test on a Redis of its own ----
+// ---- epochs, the eviction policy and the connection: each test on a Redis of its own ----
 
-/** The store's epoch marker as Redis holds it. */
-async function epochIn(redis: TestRedis): Promise<{ run: string; since: number; floor: number }> {
-  const [run, since, floor] = (await redis.command('HMGET', EPOCH_KEY, 'run', 'since', 'floor')) as string[];
-  return { run, since: Number(since), floor: Number(floor) };
-}
-
-async function runIdOf(redis: TestRedis): Promise<string> {
-  return /run_id:(\w+)/.exec(String(await redis.command('INFO', 'server')))![1];
-}
-
-describe('RedisNonceStore epochs and eviction policy against redis-server', { skip }, () => {
+describe('RedisNonceStore epochs, eviction policy and connection against redis-server', { skip }, () => {
   const SKEW = 60;
   let redis: TestRedis | undefined;
   const stores: RedisNonceStore[] = [];
-  const open = async (log = logger('redis-nonces-test')) => {
-    const s = await RedisNonceStore.open({ kind: 'redis', url: redis!.url, timeoutMs: 300 }, { perToken: 50, skewSeconds: SKEW, retryAfter: 3 }, log);
+  const open = async (log = logger('redis-nonces-test'), url = redis!.url) => {
+    const s = await RedisNonceStore.open({ kind: 'redis', url, timeoutMs: 300 }, { perToken: 50, skewSeconds: SKEW, retryAfter: 3 }, log);
     stores.push(s);
     return s;
   };
-  const epoch = () => epochIn(redis!);
-  const runId = () => runIdOf(redis!);
+  const epoch = async () => {
+    const [run, since, floor] = (await redis!.command('HMGET', EPOCH_KEY, 'run', 'since', 'floor')) as string[];
+    return { run, since: Number(since), floor: Number(floor) };
+  };
+  const runId = async () => /run_id:(\w+)/.exec(String(await redis!.command('INFO', 'server')))![1];
+  const nowTs = () => String(Math.floor(Date.now() / 1000));
+  const named = async () => String(await redis!.command('CLIENT', 'LIST')).split('\n').filter((l) => / name=node-gateway /.test(l)).length;
+  const refusal = (s: RedisNonceStore, nonce: string) => s.remember(ID, nonce, nowTs(), Date.now()).then(() => undefined, (e: unknown) => e);
   beforeEach(async () => {
     redis = await startRedis();
   });
@@ -393,63 +389,8 @@ describe('RedisNonceStore epochs and eviction policy against redis-server', { sk
       user.disconnect();
     }
   });
-});
 
-// ---- found missing by mutation testing: whole replies and fields, what the 503s say, the reconnect delays, the connection, the epoch's news ----
-
-/** A reply longer than a log line quotes. */
-const LONG_REPLY = ['x'.repeat(300)];
-
-test('verdictOf and epochOf: a reply with an element too many is the store misbehaving; the 503 quotes the reply, at most 100 characters of it', () => {
-  const call = { nowMs: T0 * 1000, slice: 15, ts: T0 };
-  const since = T0 * 1000 - 30_000;
-  for (const odd of [undefined, [1, since, 0, 1], [2, since, 0, 5, 1], [3, since, 0, 1]]) {
-    assert.throws(() => verdictOf(odd, call), (e: unknown) => e instanceof ServiceUnavailable && e.message === `the nonce store answered ${JSON.stringify(odd)}`, JSON.stringify(odd));
-  }
-  assert.throws(() => epochOf(undefined), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store answered undefined');
-  assert.throws(() => epochOf([5, 0, 1]), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store answered [5,0,1]');
-  const quoted = `the nonce store answered ${JSON.stringify(LONG_REPLY).slice(0, 100)}`;
-  assert.throws(() => verdictOf(LONG_REPLY, call), (e: unknown) => e instanceof Error && e.message === quoted);
-  assert.throws(() => epochOf(LONG_REPLY), (e: unknown) => e instanceof Error && e.message === quoted);
-});
-
-test('serverOf and evictionProblem: only a whole field counts, its lines ended by \\r\\n or \\n alone', () => {
-  const run = '0123456789abcdef0123456789abcdef01234567';
-  assert.equal(serverOf(`redis_version:7.0.15\nrun_id:${run}\nmaxmemory_policy:noeviction\n`).runId, run);
-  for (const info of [`master_run_id:${run}\r\n`, `run_id:${run}zz\r\n`, 'run_id:\r\n']) {
-    assert.throws(() => serverOf(info), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store did not say its run_id (INFO server)', JSON.stringify(info));
-  }
-  assert.equal(evictionProblem('not_maxmemory_policy:allkeys-lru\r\nmaxmemory_policy:noeviction\r\n'), undefined);
-});
-
-test('verdictOfError: the 503 says why the store did not answer', () => {
-  assert.throws(() => verdictOfError(new Error('Command timed out'), 7), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store did not answer: Command timed out');
-  assert.throws(() => verdictOfError('weird', 7), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store did not answer: weird');
-});
-
-test('reconnectDelayMs: 100 ms, doubling, at most a second, never giving up', () => {
-  assert.deepEqual([1, 2, 3, 4, 5, 6, 10, 11, 1000].map(reconnectDelayMs), [100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000]);
-});
-
-describe('RedisNonceStore\'s connection and its news against redis-server: found missing by mutation testing', { skip }, () => {
-  const SKEW = 60;
-  let redis: TestRedis | undefined;
-  const stores: RedisNonceStore[] = [];
-  const open = async (log: Logger, url = redis!.url) => {
-    const s = await RedisNonceStore.open({ kind: 'redis', url, timeoutMs: 300 }, { perToken: 50, skewSeconds: SKEW, retryAfter: 3 }, log);
-    stores.push(s);
-    return s;
-  };
-  const nowTs = () => String(Math.floor(Date.now() / 1000));
-  const named = async () => String(await redis!.command('CLIENT', 'LIST')).split('\n').filter((l) => / name=node-gateway /.test(l)).length;
-  const refusal = (s: RedisNonceStore, nonce: string) => s.remember(ID, nonce, nowTs(), Date.now()).then(() => undefined, (e: unknown) => e);
-  beforeEach(async () => {
-    redis = await startRedis();
-  });
-  afterEach(async () => {
-    await Promise.all(stores.splice(0).map((s) => s.close()));
-    await redis?.dispose();
-  });
+  // ---- found missing by mutation testing: the connection, the epoch's news ----
 
   test('opened: one line that it connected, under the URL without its password; a client named node-gateway; closed: gone, without a warning', async () => {
     await redis!.command('ACL', 'SETUSER', 'gw', 'on', '>r3dis-pass', '~*', '&*', '+@all');
@@ -538,7 +479,7 @@ describe('RedisNonceStore\'s connection and its news against redis-server: found
   });
 
   test('an epoch another gateway began after the one this store knew, its wait long over: taken up, logged as news without a warning, nothing refused', async () => {
-    const run = await runIdOf(redis!);
+    const run = await runId();
     const old = Date.now() - 10 * 60_000;
     // A store opened on it first is told nothing: the epoch it meets is no news.
     await redis!.command('HSET', EPOCH_KEY, 'run', run, 'since', String(old), 'floor', '0');
@@ -546,7 +487,7 @@ describe('RedisNonceStore\'s connection and its news against redis-server: found
     const s = await open(log);
     const now = Date.now();
     assert.equal((await s.remember(ID, 'n1', String(Math.floor(now / 1000)), now)).outcome, 'new');
-    assert.deepEqual(await epochIn(redis!), { run, since: old, floor: 0 });
+    assert.deepEqual(await epoch(), { run, since: old, floor: 0 });
     // Another gateway, knowing none, began one nine minutes ago: this store raises its floor to since + skew, now past.
     const later = old + 60_000;
     await redis!.command('HSET', EPOCH_KEY, 'since', String(later));
@@ -555,8 +496,44 @@ describe('RedisNonceStore\'s connection and its news against redis-server: found
     assert.equal(news.length, 1, JSON.stringify(news));
     assert.equal(news[0].level, 30);
     assert.equal(news[0].epochSince, new Date(later).toISOString());
-    assert.deepEqual(await epochIn(redis!), { run, since: later, floor: later + SKEW * 1000 });
+    assert.deepEqual(await epoch(), { run, since: later, floor: later + SKEW * 1000 });
     const now2 = Date.now();
     assert.equal((await s.remember(ID, 'n2', String(Math.floor(now2 / 1000)), now2)).outcome, 'new');
   });
+});
+
+// ---- found missing by mutation testing: whole replies and fields, what the 503s say, the reconnect delays ----
+
+/** A reply longer than a log line quotes. */
+const LONG_REPLY = ['x'.repeat(300)];
+
+test('verdictOf and epochOf: a reply with an element too many is the store misbehaving; the 503 quotes the reply, at most 100 characters of it', () => {
+  const call = { nowMs: T0 * 1000, slice: 15, ts: T0 };
+  const since = T0 * 1000 - 30_000;
+  for (const odd of [undefined, [1, since, 0, 1], [2, since, 0, 5, 1], [3, since, 0, 1]]) {
+    assert.throws(() => verdictOf(odd, call), (e: unknown) => e instanceof ServiceUnavailable && e.message === `the nonce store answered ${JSON.stringify(odd)}`, JSON.stringify(odd));
+  }
+  assert.throws(() => epochOf(undefined), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store answered undefined');
+  assert.throws(() => epochOf([5, 0, 1]), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store answered [5,0,1]');
+  const quoted = `the nonce store answered ${JSON.stringify(LONG_REPLY).slice(0, 100)}`;
+  assert.throws(() => verdictOf(LONG_REPLY, call), (e: unknown) => e instanceof Error && e.message === quoted);
+  assert.throws(() => epochOf(LONG_REPLY), (e: unknown) => e instanceof Error && e.message === quoted);
+});
+
+test('serverOf and evictionProblem: only a whole field counts, its lines ended by \\r\\n or \\n alone', () => {
+  const run = '0123456789abcdef0123456789abcdef01234567';
+  assert.equal(serverOf(`redis_version:7.0.15\nrun_id:${run}\nmaxmemory_policy:noeviction\n`).runId, run);
+  for (const info of [`master_run_id:${run}\r\n`, `run_id:${run}zz\r\n`, 'run_id:\r\n']) {
+    assert.throws(() => serverOf(info), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store did not say its run_id (INFO server)', JSON.stringify(info));
+  }
+  assert.equal(evictionProblem('not_maxmemory_policy:allkeys-lru\r\nmaxmemory_policy:noeviction\r\n'), undefined);
+});
+
+test('verdictOfError: the 503 says why the store did not answer', () => {
+  assert.throws(() => verdictOfError(new Error('Command timed out'), 7), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store did not answer: Command timed out');
+  assert.throws(() => verdictOfError('weird', 7), (e: unknown) => e instanceof ServiceUnavailable && e.message === 'the nonce store did not answer: weird');
+});
+
+test('reconnectDelayMs: 100 ms, doubling, at most a second, never giving up', () => {
+  assert.deepEqual([1, 2, 3, 4, 5, 6, 10, 11, 1000].map(reconnectDelayMs), [100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000]);
 });
