@@ -10,6 +10,7 @@ import { BadRequest } from '../../lib/errors.js';
 import { LoginMetrics } from '../../lib/metrics.js';
 import { capturedLog } from '../../tests/support/log.js';
 import { metricValue } from '../../tests/support/prometheus.js';
+import { eventually } from '../../tests/support/services.js';
 import { errorHandler } from './error-handler.js';
 import { requestContext, shedLoad } from './shared.js';
 import { httpRequest } from './testkit.js';
@@ -48,12 +49,9 @@ after(() => new Promise<void>((r) => server.close(() => r())));
 
 /** The access line of the request with this id, once written (at the end of its event-loop turn). */
 async function accessLine(requestId: string): Promise<Record<string, any>> {
-  for (let i = 0; i < 50; i++) {
-    const line = lines.find((l) => l.msg === 'request' && l.requestId === requestId);
-    if (line) return line;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.fail(`no access line for ${requestId}`);
+  const find = () => lines.find((l) => l.msg === 'request' && l.requestId === requestId);
+  await eventually(`the access line of ${requestId}`, () => find() !== undefined, { timeoutMs: 500, pollMs: 10 });
+  return find()!;
 }
 
 test('the access line: method, path, status, status string, whole milliseconds and the uid; no reason when served', async () => {

@@ -243,7 +243,12 @@ describe('RedisNonceStore epochs, eviction policy and connection against redis-s
   const runId = async () => /run_id:(\w+)/.exec(String(await redis!.command('INFO', 'server')))![1];
   const nowTs = () => String(Math.floor(Date.now() / 1000));
   const named = async () => String(await redis!.command('CLIENT', 'LIST')).split('\n').filter((l) => / name=node-gateway /.test(l)).length;
+  /** What a request signed now gets refused with, or undefined when it is not. */
   const refusal = (s: RedisNonceStore, nonce: string) => s.remember(ID, nonce, nowTs(), Date.now()).then(() => undefined, (e: unknown) => e);
+  /** A request signed now: its outcome, or undefined when it is refused. */
+  const outcome = (s: RedisNonceStore, nonce: string) => s.remember(ID, nonce, nowTs(), Date.now()).then((v) => v.outcome, () => undefined);
+  /** Long enough for the store's checks (every RECHECK_MS) to run twice or more. */
+  const throughChecks = () => new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
   beforeEach(async () => {
     redis = await startRedis();
   });
@@ -284,7 +289,7 @@ describe('RedisNonceStore epochs, eviction policy and connection against redis-s
     const at = Math.ceil(e.floor / 1000);
     assert.equal((await s.remember(ID, 'after', String(at), at * 1000)).outcome, 'new');
     // Told once, with the epoch's start and the end of the wait, however many requests and checks met the epoch.
-    await new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
+    await throughChecks();
     const told = lines.filter((l) => /lost nonces/.test(l.msg));
     assert.equal(told.length, 1, JSON.stringify(told));
     assert.equal(told[0].level, 40);
@@ -330,28 +335,23 @@ describe('RedisNonceStore epochs, eviction policy and connection against redis-s
   test('an evicting maxmemory-policy set at run time: 503 within a second with no request or heartbeat asking, logged; set back: served, logged', async () => {
     const { log, lines } = capturedLog();
     const s = await open(log);
-    const now = () => Date.now();
-    const ts = () => String(Math.floor(now() / 1000));
-    assert.equal((await s.remember(ID, 'n0', ts(), now())).outcome, 'new');
+    assert.equal((await s.remember(ID, 'n0', nowTs(), Date.now())).outcome, 'new');
     await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru');
     const changed = Date.now();
     let n = 0;
-    let refusal: unknown;
-    await eventually('refused', async () => {
-      refusal = await s.remember(ID, `n${++n}`, ts(), now()).then(() => undefined, (e: unknown) => e);
-      return refusal !== undefined;
-    }, { pollMs: 25 });
+    let refused: unknown;
+    await eventually('refused', async () => (refused = await refusal(s, `n${++n}`)) !== undefined, { pollMs: 25 });
     const seenMs = Date.now() - changed;
-    assert.ok(refusal instanceof ServiceUnavailable && /^nonce store refused: .*allkeys-lru.*noeviction/.test(refusal.message) && refusal.headers['Retry-After'] === '3', String(refusal));
+    assert.ok(refused instanceof ServiceUnavailable && /^nonce store refused: .*allkeys-lru.*noeviction/.test(refused.message) && refused.headers['Retry-After'] === '3', String(refused));
     console.log(`# evicting policy seen after ${seenMs} ms (read every ${RECHECK_MS} ms)`);
     assert.equal(await s.healthy(), false);
     // Until set back, every request is refused; the checks in the meantime log nothing more.
-    await new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
-    await assert.rejects(s.remember(ID, 'still', ts(), now()), ServiceUnavailable);
+    await throughChecks();
+    await assert.rejects(s.remember(ID, 'still', nowTs(), Date.now()), ServiceUnavailable);
     assert.ok(!lines.some((l) => /usable again/.test(l.msg)), 'not usable again before it is');
     assert.equal(lines.filter((l) => l.level === 50 && /nonce store refused: its maxmemory-policy is allkeys-lru/.test(l.msg)).length, 1, 'logged once');
     await redis!.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
-    await eventually('served again', async () => (await s.remember(ID, `m${++n}`, ts(), now()).catch(() => undefined))?.outcome === 'new', { pollMs: 25 });
+    await eventually('served again', async () => (await outcome(s, `m${++n}`)) === 'new', { pollMs: 25 });
     assert.ok(lines.some((l) => /usable again/.test(l.msg)), 'the recovery is logged');
     assert.equal(await s.healthy(), true);
   });
@@ -400,13 +400,13 @@ describe('RedisNonceStore epochs, eviction policy and connection against redis-s
     assert.equal(s.kind, 'redis');
     assert.equal((await s.remember(ID, 'n1', nowTs(), Date.now())).outcome, 'new');
     assert.equal(await named(), 1);
-    await new Promise((r) => setTimeout(r, 2.5 * RECHECK_MS));
+    await throughChecks();
     assert.deepEqual(lines.map((l) => [l.level, l.msg]), [[30, 'nonce store connected']], 'nothing else: no epoch news, no eviction policy news');
     assert.equal(lines[0].nonceStore, `redis://gw:***@127.0.0.1:${redis!.port}`);
     assert.ok(!JSON.stringify(lines).includes('r3dis-pass'));
     await s.close();
     await eventually('the connection is gone', async () => (await named()) === 0, { pollMs: 25 });
-    await new Promise((r) => setTimeout(r, 2 * RECHECK_MS));
+    await throughChecks();
     assert.deepEqual(lines.map((l) => l.msg), ['nonce store connected'], 'a close asked for is no warning');
   });
 
@@ -429,9 +429,9 @@ describe('RedisNonceStore epochs, eviction policy and connection against redis-s
     assert.ok(lines.filter((l) => l.msg === 'nonce store still unreachable').every((l) => l.level === 20 && /ECONNREFUSED/.test(l.reason)));
     await redis!.start();
     // A new server process without the nonces it had: what was signed before waits for the skew.
-    let back: unknown;
-    await eventually('answering again', async () => (back = await s.remember(ID, `after-${Date.now()}`, nowTs(), Date.now()).catch(() => undefined)) !== undefined, { timeoutMs: 5000, pollMs: 25 });
-    assert.equal((back as { outcome: string }).outcome, 'unknown');
+    let back: string | undefined;
+    await eventually('answering again', async () => (back = await outcome(s, `after-${Date.now()}`)) !== undefined, { timeoutMs: 5000, pollMs: 25 });
+    assert.equal(back, 'unknown');
     assert.equal(await s.healthy(), true);
     assert.equal(lines.filter((l) => l.msg === 'nonce store connected').length, 2);
     assert.equal(lines.filter((l) => /lost nonces/.test(l.msg)).length, 1);
@@ -470,7 +470,7 @@ describe('RedisNonceStore epochs, eviction policy and connection against redis-s
       assert.ok(lines.some((l) => l.level === 40 && l.msg === 'nonce store not reachable yet: answering 503 until it is'));
       assert.ok((await refusal(late, 'late')) instanceof ServiceUnavailable);
       redis!.resume();
-      await eventually('the late store serves', async () => (await late.remember(ID, `late-${Date.now()}`, nowTs(), Date.now()).catch(() => undefined))?.outcome === 'new', { timeoutMs: 5000, pollMs: 25 });
+      await eventually('the late store serves', async () => (await outcome(late, `late-${Date.now()}`)) === 'new', { timeoutMs: 5000, pollMs: 25 });
       assert.equal(await late.healthy(), true);
       assert.equal(await s.healthy(), true);
     } finally {
