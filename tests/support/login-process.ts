@@ -57,7 +57,16 @@ export function trustedIssuersFile(dir: string, idp: DevIdp): string {
 
 /** Starts `name`'s entry point with `env` (over this process's environment) and resolves once it logs "<name> listening". */
 export function startServiceProcess(name: ServiceName, env: Env, program: ServiceProgram = SOURCE_PROGRAM): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [...program.execArgv, path.join(program.root, 'services', name, `index${program.extension}`)], {
+  return startProgramProcess(path.join(program.root, 'services', name, `index${program.extension}`), name, env, { execArgv: program.execArgv });
+}
+
+/**
+ * Starts the program `file` (a service's entry point, or a test's program) as
+ * `startServiceProcess` does; it logs "<name> listening". `onLine` sees each
+ * line as it comes, before the program listens too.
+ */
+export function startProgramProcess(file: string, name: string, env: Env, o: { execArgv?: readonly string[]; onLine?: (line: LogLine) => void } = {}): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [...(o.execArgv ?? SOURCE_PROGRAM.execArgv), file], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -75,6 +84,7 @@ export function startServiceProcess(name: ServiceName, env: Env, program: Servic
       return;
     }
     lines.push(line);
+    o.onLine?.(line);
     for (const w of watchers) w(line);
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
