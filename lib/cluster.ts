@@ -292,7 +292,9 @@ export function runWorker(name: string, start: (waitForTurn: () => Promise<void>
   };
   process.on('SIGINT', () => undefined);
   process.on('SIGHUP', () => undefined);
-  process.once('SIGTERM', stop);
+  // Not once: a stop that signals every process of the service (systemd's default) sends a worker
+  // the operator's SIGTERM and the primary's; the second must not end the drain.
+  process.on('SIGTERM', stop);
   process.on('message', (m: ToWorker) => {
     if (m?.cluster === 'listen') turn?.();
     else if (m?.cluster === 'metrics') {
