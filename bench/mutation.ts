@@ -23,8 +23,9 @@ type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 /** Each file under mutation testing, and the test files that cover it. */
 export const MUTATION_TARGETS: Record<string, string[]> = {
   'lib/client-error.ts': ['lib/client-error.test.ts'],
-  // The primary's and the workers' code: the workers run in the login processes tests/login-workers.test.ts starts.
-  'lib/cluster.ts': ['lib/cluster.test.ts', 'tests/login-workers.test.ts'],
+  // The primary's and the workers' code: the workers run in the login processes tests/login-workers.test.ts
+  // starts, and in tests/worker-set.test.ts's program.
+  'lib/cluster.ts': ['lib/cluster.test.ts', 'tests/login-workers.test.ts', 'tests/worker-set.test.ts'],
   'lib/dsa.ts': ['lib/dsa.test.ts'],
   'lib/email.ts': ['lib/email.test.ts'],
   'lib/errors.ts': ['lib/errors.test.ts'],
@@ -69,6 +70,7 @@ const SLOW_TEST_FILES: Record<string, number> = {
   'services/nodeassign/service.test.ts': 30_000,
   'services/login/jwks-source.test.ts': 15_000,
   'tests/login-workers.test.ts': 30_000,
+  'tests/worker-set.test.ts': 45_000,
   'services/node-gateway/redis-nonces.test.ts': 30_000,
 };
 
