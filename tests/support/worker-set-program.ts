@@ -32,8 +32,6 @@ export interface Behaviour {
   prepareMs?: number;
   /** Between its turn and listening, ms. */
   listenMs?: number;
-  /** Its start throws. */
-  failStart?: boolean;
   /** Sends the primary messages that are not the cluster's own while it starts. */
   foreign?: boolean;
   /** Asked for its metrics: fails, never answers, exits (code 3), or first sends a reply with neither snapshots nor error. */
@@ -82,7 +80,6 @@ async function workerService(id: number, b: Behaviour, waitForTurn: () => Promis
     if (b.metrics === 'malformed') process.send!({ cluster: 'metrics', request: m.request });
   });
   if (b.foreign) for (const m of FOREIGN_MESSAGES) process.send!(m);
-  if (b.failStart) throw new Error('this worker cannot start');
   await sleep(b.prepareMs ?? 0);
   log.info(`${NAME} worker prepared`);
   await waitForTurn();
