@@ -1,8 +1,8 @@
 // lib/cluster.ts's primary and workers as real processes (tests/support/worker-set-program.ts),
 // with workers told to start slowly, die, fail their metrics or their stop: what
 // tests/login-workers.test.ts cannot make login's own workers do. Each test runs
-// a worker set of its own; the tests run side by side, as most of their time is
-// waiting.
+// a worker set of its own; five run side by side, as most of their time is
+// waiting (all fifteen at once start 45 processes, slow beside another test file).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
@@ -89,7 +89,7 @@ async function stopCleanly(set: ServiceProcess): Promise<number> {
   return Date.now() - started;
 }
 
-describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency: true }, () => {
+describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency: 5 }, () => {
   test('the port opens once every worker is prepared; the start ends when every worker listens, with the first one’s info', async () => {
     const port = await freePort();
     let firstAnswerAt: number | undefined;
@@ -313,6 +313,23 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
     await new Promise((r) => setTimeout(r, 500));
     process.kill(pid!, 'SIGTERM');
     await assert.rejects(start, /workerset exited; stderr: workerset failed to start: workerset worker 2 exited \(0\) before it was ready/);
+  });
+
+  test('SIGTERM to the primary while its workers start: no worker outlives it', async () => {
+    const pids: number[] = [];
+    let primary: number | undefined;
+    const start = startSet({
+      workers: { 1: { prepareMs: 3000 }, 2: { prepareMs: 3000 } },
+      onLine: (l) => {
+        if (l.msg !== `${NAME} worker loading`) return;
+        pids.push(l.pid);
+        primary = l.ppid;
+      },
+    });
+    await eventually('both workers loading', () => pids.length === 2);
+    process.kill(primary!, 'SIGTERM');
+    await assert.rejects(start, /workerset exited/);
+    await eventually('both workers gone', () => !pids.some(alive), { timeoutMs: 5000 });
   });
 
   test('a metrics port that is taken fails the start: the workers are stopped, the primary exits 1 and says why', async () => {
