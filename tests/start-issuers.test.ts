@@ -10,6 +10,7 @@ import path from 'node:path';
 import { DEV_IDP_FILE, generateKey, loadOrCreateDevIdp } from '../lib/idp.js';
 import { httpRequest } from '../services/login/testkit.js';
 import { startNpmStart } from './support/npm-start.js';
+import { isRunning } from './support/children.js';
 import { eventually } from './support/services.js';
 
 const start = startNpmStart;
@@ -91,15 +92,6 @@ function pidOf(stdout: string, msg: RegExp): number {
   return line.pid;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 test('npm start runs the services in processes of their own, and Ctrl-C stops every one (issue #11 item 4)', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'start-processes-'));
   const s = await start({ DATA_DIR: dir, MASTER_SECRETS: randomBytes(32).toString('hex'), LOG_LEVEL: 'info' });
@@ -108,12 +100,12 @@ test('npm start runs the services in processes of their own, and Ctrl-C stops ev
     pids = [pidOf(s.stdout, /^login listening$/), pidOf(s.stdout, /^node-gateway listening$/)];
     assert.notEqual(pids[0], pids[1], 'login and the gateway in one process');
     assert.ok(!pids.includes(s.pid), 'a service in the process npm start runs in');
-    for (const pid of pids) assert.ok(alive(pid));
+    for (const pid of pids) assert.ok(isRunning(pid));
   } finally {
     await s.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  for (const pid of pids) assert.equal(alive(pid), false, `process ${pid} still running after Ctrl-C: ${existsSync(`/proc/${pid}/status`) ? readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').slice(0, 8).join(' | ') : 'gone'}`);
+  for (const pid of pids) assert.equal(isRunning(pid), false, `process ${pid} still running after Ctrl-C: ${existsSync(`/proc/${pid}/status`) ? readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').slice(0, 8).join(' | ') : 'gone'}`);
 });
 
 test('npm start with LOGIN_WORKERS=2: login is a primary and two workers on one port; logins work; Ctrl-C stops every one', async () => {
@@ -143,7 +135,7 @@ test('npm start with LOGIN_WORKERS=2: login is a primary and two workers on one 
     await s.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  for (const pid of pids) assert.equal(alive(pid), false, `process ${pid} still running after Ctrl-C`);
+  for (const pid of pids) assert.equal(isRunning(pid), false, `process ${pid} still running after Ctrl-C`);
 });
 
 test('npm start: a service that cannot start stops the others, and says why', async () => {

@@ -12,6 +12,7 @@ import { DRAIN_MS, type RestartPolicy } from '../lib/cluster.js';
 import { httpRequest } from '../services/login/testkit.js';
 import { startProgramProcess, type LogLine, type ServiceProcess } from './support/login-process.js';
 import { metricValue } from './support/prometheus.js';
+import { isRunning } from './support/children.js';
 import { eventually, freePort } from './support/services.js';
 // Types alone: loading the program would run it.
 import type { Behaviour } from './support/worker-set-program.js';
@@ -69,15 +70,6 @@ async function metricsPage(set: ServiceProcess): Promise<{ status: number; text:
 
 const workerPids = (set: ServiceProcess): Map<number, number> =>
   new Map(set.lines.filter((l) => l.msg === `${NAME} worker listening`).map((l) => [l.worker!, l.pid]));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const exitWarnings = (set: ServiceProcess): LogLine[] => set.lines.filter((l) => l.msg === `${NAME} worker exited; starting another`);
 
@@ -265,7 +257,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
       assert.equal(res.header('connection'), 'close');
       const { code } = await set.exited;
       assert.equal(code, 0);
-      assert.ok(![...pids.values()].some(alive), 'no worker outlives the primary');
+      assert.ok(![...pids.values()].some(isRunning), 'no worker outlives the primary');
       assert.equal(set.lines.filter((l) => l.msg === `${NAME} worker stopping` && l.worker === busy).length, 1, 'one stop');
       assert.equal(set.lines.find((l) => l.msg === `${NAME} worker stopping`)!.graceMs, DRAIN_MS);
       assert.deepEqual(exitWarnings(set), []);
@@ -289,7 +281,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
     const pid = workerPids(set).get(2)!;
     const took = await stopCleanly(set);
     assert.ok(took >= DRAIN_MS + 2000 - 200 && took < DRAIN_MS + 6000, `the stop took ${took} ms`);
-    assert.equal(alive(pid), false);
+    assert.equal(isRunning(pid), false);
   });
 
   test('with its only worker gone and not yet started again, the primary stops at once', async () => {
@@ -329,7 +321,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
     await eventually('both workers loading', () => pids.length === 2);
     process.kill(primary!, 'SIGTERM');
     await assert.rejects(start, /workerset exited/);
-    await eventually('both workers gone', () => !pids.some(alive), { timeoutMs: 5000 });
+    await eventually('both workers gone', () => !pids.some(isRunning), { timeoutMs: 5000 });
   });
 
   test('a metrics port that is taken fails the start: the workers are stopped, the primary exits 1 and says why', async () => {
@@ -340,7 +332,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
       const start = startSet({ metricsPort: (taken.address() as { port: number }).port, onLine: (l) => void (l.msg === `${NAME} worker listening` && pids.push(l.pid)) });
       await assert.rejects(start, /workerset failed to start: listen EADDRINUSE/);
       assert.equal(pids.length, 2, 'both workers had listened');
-      assert.ok(!pids.some(alive), 'no worker outlives the primary');
+      assert.ok(!pids.some(isRunning), 'no worker outlives the primary');
     } finally {
       taken.close();
     }

@@ -17,3 +17,13 @@ export function stopOnExit(child: ChildProcess): void {
   children.add(child);
   child.once('close', () => children.delete(child));
 }
+
+/** Whether a process with this pid exists (one this process may not signal counts too). */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

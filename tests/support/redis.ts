@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './services.js';
-import { stopOnExit } from './children.js';
+import { isRunning, stopOnExit } from './children.js';
 
 const START_WAIT_MS = 10_000;
 
@@ -78,15 +78,6 @@ async function command(port: number, args: string[]): Promise<unknown> {
 const DIR_PREFIX = 'test-redis-';
 /** In each server's folder: the test process's pid and the server's. */
 const PIDS_FILE = 'pids';
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Ends the test servers whose test process is gone: one killed outright (a mutation run's timeout)
