@@ -293,18 +293,18 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
   });
 
   test('a worker stopped while it starts fails the start: the primary names it and its exit, stops the other and exits 1', async () => {
-    let pid: number | undefined;
+    const pids = new Map<number, number>();
     const start = startSet({
       workers: { 2: { prepareMs: 3000 } },
-      onLine: (l) => {
-        if (l.msg === `${NAME} worker loading` && l.worker === 2) pid = l.pid;
-      },
+      onLine: (l) => void (l.msg === `${NAME} worker loading` && pids.set(l.worker!, l.pid)),
     });
-    await eventually('worker 2 loading', () => pid !== undefined);
+    await eventually('both workers loading', () => pids.size === 2);
     // Once runWorker has its SIGTERM handler: worker 2 is then in its 3 s of preparing.
     await new Promise((r) => setTimeout(r, 500));
-    process.kill(pid!, 'SIGTERM');
+    process.kill(pids.get(2)!, 'SIGTERM');
+    // The start's failure is logged, and printed before the exit 1 (lib/main.ts's exitOnStartFailure).
     await assert.rejects(start, /workerset exited; stderr: workerset failed to start: workerset worker 2 exited \(0\) before it was ready/);
+    assert.equal(isRunning(pids.get(1)!), false, 'the other worker was stopped');
   });
 
   test('SIGTERM to the primary while its workers start: no worker outlives it', async () => {
