@@ -7,7 +7,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { call, grpcClient } from '../lib/grpc.js';
@@ -19,7 +18,7 @@ import { httpRequest } from '../services/login/testkit.js';
 import { gatedDirectory } from './support/gated-directory.js';
 import { startLoginProcess, trustedIssuersFile, type LoginProcess, type LogLine } from './support/login-process.js';
 import { metricValue } from './support/prometheus.js';
-import { eventually, newSecret, runEntryPoint, TEST_AUTH } from './support/services.js';
+import { eventually, newSecret, runEntryPoint, serveTcp, TEST_AUTH } from './support/services.js';
 
 const AUDIENCE = 'http://login.workers.example';
 const TOKEN_PATH = '/1.0/sync/1.5';
@@ -225,16 +224,14 @@ describe('LOGIN_WORKERS at start', () => {
   }
 
   test('workers that cannot listen (the port is taken): the primary exits 1 and says why', async () => {
-    const taken = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const taken = await serveTcp((client) => client.destroy());
     try {
-      const port = (taken.address() as { port: number }).port;
-      const run = await runEntryPoint('services/login/index.ts', { ...env, TRUSTED_ISSUERS: issuers, LOGIN_WORKERS: '2', LOGIN_PORT: String(port) }, /login listening/);
+      const run = await runEntryPoint('services/login/index.ts', { ...env, TRUSTED_ISSUERS: issuers, LOGIN_WORKERS: '2', LOGIN_PORT: String(taken.port) }, /login listening/);
       assert.equal(run.code, 1, run.stdout);
       assert.match(run.stderr, /EADDRINUSE/);
       assert.match(run.stderr, /login failed to start: login worker \d+ exited \(1\) before it was ready/);
     } finally {
-      taken.close();
+      await taken.close();
     }
   });
 });

@@ -5,7 +5,6 @@
 // waiting (all fifteen at once start 45 processes, slow beside another test file).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DRAIN_MS, type RestartPolicy } from '../lib/cluster.js';
@@ -13,12 +12,15 @@ import { httpRequest } from '../services/login/testkit.js';
 import { startProgramProcess, type LogLine, type ServiceProcess } from './support/login-process.js';
 import { metricValue } from './support/prometheus.js';
 import { isRunning } from './support/children.js';
-import { eventually, freePort } from './support/services.js';
+import { eventually, freePort, serveTcp } from './support/services.js';
 // Types alone: loading the program would run it.
 import type { Behaviour } from './support/worker-set-program.js';
 
 const PROGRAM = path.join(path.dirname(fileURLToPath(import.meta.url)), 'support', 'worker-set-program.ts');
 const NAME = 'workerset';
+const EXITED = `${NAME} worker exited; starting another`;
+/** A worker that dies is started again only long after the test. */
+const NO_RESTART_SOON: RestartPolicy = { firstDelayMs: 60_000, maxDelayMs: 60_000, healthyAfterMs: 60_000 };
 
 interface SetOptions {
   count?: number;
@@ -71,7 +73,7 @@ async function metricsPage(set: ServiceProcess): Promise<{ status: number; text:
 const workerPids = (set: ServiceProcess): Map<number, number> =>
   new Map(set.lines.filter((l) => l.msg === `${NAME} worker listening`).map((l) => [l.worker!, l.pid]));
 
-const exitWarnings = (set: ServiceProcess): LogLine[] => set.lines.filter((l) => l.msg === `${NAME} worker exited; starting another`);
+const exitWarnings = (set: ServiceProcess): LogLine[] => set.lines.filter((l) => l.msg === EXITED);
 
 /** Stops the set (SIGTERM) and asserts the primary exits 0; how long it took, ms. */
 async function stopCleanly(set: ServiceProcess): Promise<number> {
@@ -124,7 +126,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
     try {
       const pids = workerPids(set);
       const gone = await get(set, '/exit/7');
-      const first = await set.waitFor((l) => l.msg === `${NAME} worker exited; starting another`);
+      const first = await set.waitFor((l) => l.msg === EXITED);
       assert.equal(first.level, 40, 'a warning');
       assert.equal(first.worker, gone.worker);
       assert.equal(first.workerPid, pids.get(gone.worker));
@@ -140,7 +142,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
       assert.equal(now.get(3)!.pid, ready.workerPid);
 
       process.kill(ready.workerPid, 'SIGKILL');
-      const second = await set.waitFor((l) => l.msg === `${NAME} worker exited; starting another` && l.worker === 3);
+      const second = await set.waitFor((l) => l.msg === EXITED && l.worker === 3);
       assert.equal(second.signal, 'SIGKILL');
       assert.equal(second.code, null);
       assert.equal(second.restartInMs, 2 * policy.firstDelayMs, 'it lived less than healthyAfterMs: twice the last delay');
@@ -153,8 +155,8 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
   });
 
   test('/metrics adds up the workers; one that exits while asked is left out, and one gone is not asked', async () => {
-    // Worker 2 exits when asked for its metrics, and is started again only after the test.
-    const set = await startSet({ metricsPort: 0, policy: { firstDelayMs: 60_000, maxDelayMs: 60_000, healthyAfterMs: 60_000 }, workers: { 2: { metrics: 'exit' } } });
+    // Worker 2 exits when asked for its metrics.
+    const set = await startSet({ metricsPort: 0, policy: NO_RESTART_SOON, workers: { 2: { metrics: 'exit' } } });
     try {
       const counts = new Map<number, number>();
       for (let i = 0; i < 6 || counts.size < 2; i++) {
@@ -164,7 +166,7 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
       const page = await metricsPage(set);
       assert.equal(page.status, 200, page.text);
       assert.equal(metricValue(page.text, 'http_requests_total', { service: NAME }), counts.get(1), 'worker 1’s requests alone');
-      const warning = await set.waitFor((l) => l.msg === `${NAME} worker exited; starting another`);
+      const warning = await set.waitFor((l) => l.msg === EXITED);
       assert.equal(warning.code, 3);
       // Worker 2 is gone: the page does not wait for it.
       const again = await metricsPage(set);
@@ -285,9 +287,9 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
   });
 
   test('with its only worker gone and not yet started again, the primary stops at once', async () => {
-    const set = await startSet({ count: 1, policy: { firstDelayMs: 60_000, maxDelayMs: 60_000, healthyAfterMs: 60_000 } });
+    const set = await startSet({ count: 1, policy: NO_RESTART_SOON });
     await get(set, '/exit/0');
-    await set.waitFor((l) => l.msg === `${NAME} worker exited; starting another`);
+    await set.waitFor((l) => l.msg === EXITED);
     const took = await stopCleanly(set);
     assert.ok(took < DRAIN_MS, `the stop took ${took} ms`);
   });
@@ -325,16 +327,15 @@ describe('a worker set (lib/cluster.ts) in processes of its own', { concurrency:
   });
 
   test('a metrics port that is taken fails the start: the workers are stopped, the primary exits 1 and says why', async () => {
-    const taken = createServer();
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const taken = await serveTcp((client) => client.destroy());
     const pids: number[] = [];
     try {
-      const start = startSet({ metricsPort: (taken.address() as { port: number }).port, onLine: (l) => void (l.msg === `${NAME} worker listening` && pids.push(l.pid)) });
+      const start = startSet({ metricsPort: taken.port, onLine: (l) => void (l.msg === `${NAME} worker listening` && pids.push(l.pid)) });
       await assert.rejects(start, /workerset failed to start: listen EADDRINUSE/);
       assert.equal(pids.length, 2, 'both workers had listened');
       assert.ok(!pids.some(isRunning), 'no worker outlives the primary');
     } finally {
-      taken.close();
+      await taken.close();
     }
   });
 

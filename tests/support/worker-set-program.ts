@@ -44,11 +44,6 @@ export interface Behaviour {
 
 const NAME = 'workerset';
 
-/** One line on stdout, as the log lines are: the worker's loading line comes before the logger is loaded. */
-function line(fields: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify({ ...fields, pid: process.pid })}\n`);
-}
-
 /** Messages of no one's protocol, and one that looks like a metrics reply nobody asked for. */
 const FOREIGN_MESSAGES: unknown[] = ['hello', 42, null, { cluster: 5 }, { other: 'x' }, { cluster: 'metrics', request: 123_456, snapshots: [] }];
 
@@ -64,8 +59,9 @@ class HangingMetrics extends ServiceMetrics {
   }
 }
 
+const log = logger(NAME);
+
 async function workerService(id: number, b: Behaviour, waitForTurn: () => Promise<void>): Promise<WorkerService> {
-  const log = logger(NAME);
   let hups = 0;
   if (b.hangups !== false) {
     process.on('SIGHUP', () => {
@@ -121,7 +117,7 @@ async function workerService(id: number, b: Behaviour, waitForTurn: () => Promis
 if (cluster.isWorker) {
   const id = cluster.worker!.id;
   const b = JSON.parse(process.env[`WORKER_SET_${id}`] ?? '{}') as Behaviour;
-  line({ msg: `${NAME} worker loading`, worker: id, ppid: process.ppid });
+  log.info({ ppid: process.ppid }, `${NAME} worker loading`);
   await sleep(b.loadMs ?? 0);
   runWorker(NAME, (waitForTurn) => workerService(id, b, waitForTurn));
 } else {
@@ -131,7 +127,7 @@ if (cluster.isWorker) {
         for (const f of FOREIGN_MESSAGES) worker.send(f as object);
         worker.send({ cluster: 'metrics', request: -1 });
       }
-      if (m?.cluster === 'metrics' && m.request === -1) line({ msg: `${NAME} primary heard`, worker: worker.id, message: m });
+      if (m?.cluster === 'metrics' && m.request === -1) log.info({ worker: worker.id, message: m }, `${NAME} primary heard`);
     });
   }
   runService(
