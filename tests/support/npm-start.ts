@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stopOnExit } from './children.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -31,6 +32,7 @@ export function startNpmStart(env: Record<string, string>): Promise<NpmStart> {
     env: { ...process.env, LOG_LEVEL: 'warn', LOGIN_PORT: '0', GATEWAY_PORT: '0', DIRECTORY_PORT: '0', NODEASSIGN_PORT: '0', DEMO_APP_PORT: '0', APPLICATIONS: 'sync/1.5', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  stopOnExit(child);
   let stdout = '';
   let stderr = '';
   // 'close': the process has exited and its pipes are drained.
@@ -80,6 +82,7 @@ export function startNpmStart(env: Record<string, string>): Promise<NpmStart> {
 /** `npm run cli -- <argv>` as its own process (what an operator runs next to `npm start`), with `env` added to this one's. */
 export function cliProcess(argv: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', ...argv], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  stopOnExit(child);
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d));

@@ -4,15 +4,16 @@
 // its own temp folder; it can be stopped, killed, paused (SIGSTOP: a Redis too
 // slow to answer) and started again on its port, from its last snapshot if any.
 // Stopped when the test process exits; one whose test process was killed
-// outright is stopped by the next startRedis.
+// outright is stopped, and its folder removed, by the next test process that
+// starts a child (tests/support/children.ts).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './services.js';
-import { isRunning, stopOnExit } from './children.js';
+import { stopOnExit } from './children.js';
 
 const START_WAIT_MS = 10_000;
 
@@ -76,38 +77,11 @@ async function command(port: number, args: string[]): Promise<unknown> {
 }
 
 const DIR_PREFIX = 'test-redis-';
-/** In each server's folder: the test process's pid and the server's. */
-const PIDS_FILE = 'pids';
-
-/**
- * Ends the test servers whose test process is gone: one killed outright (a mutation run's timeout)
- * runs no exit handler. A pid is signalled only while it is still a redis-server.
- */
-function stopOrphans(): void {
-  for (const name of readdirSync(tmpdir())) {
-    if (!name.startsWith(DIR_PREFIX)) continue;
-    const dir = path.join(tmpdir(), name);
-    let owner: number, server: number;
-    try {
-      [owner, server] = readFileSync(path.join(dir, PIDS_FILE), 'utf8').split(' ').map(Number);
-    } catch {
-      continue;
-    }
-    if (isRunning(owner)) continue;
-    try {
-      if (readFileSync(`/proc/${server}/cmdline`, 'utf8').includes('redis-server')) process.kill(server, 'SIGKILL');
-    } catch {
-      // Already gone.
-    }
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /** Starts a redis-server; `args` are extra config directives (`['--maxmemory-policy', 'allkeys-lru']`). */
 export async function startRedis(args: string[] = []): Promise<TestRedis> {
   const binary = redisServerBinary();
   if (!binary) throw new Error(redisSkipReason());
-  stopOrphans();
   const dir = mkdtempSync(path.join(tmpdir(), DIR_PREFIX));
   const port = await freePort();
   let child: ChildProcess | undefined;
@@ -119,8 +93,7 @@ export async function startRedis(args: string[] = []): Promise<TestRedis> {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child = proc;
-    stopOnExit(proc);
-    if (proc.pid !== undefined) writeFileSync(path.join(dir, PIDS_FILE), `${process.pid} ${proc.pid}`);
+    stopOnExit(proc, { dir });
     proc.stdout!.on('data', (d: Buffer) => (output += d));
     proc.stderr!.on('data', (d: Buffer) => (output += d));
     const deadline = Date.now() + START_WAIT_MS;

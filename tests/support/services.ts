@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { GrpcAuth } from '../../lib/config.js';
 import { grpcClient, type ClientAuth } from '../../lib/grpc.js';
+import { stopOnExit } from './children.js';
 
 /** A fresh random secret, long enough for MASTER_SECRETS and INTERNAL_SECRET: tests never ship a fixed one. */
 export function newSecret(): string {
@@ -130,6 +131,7 @@ export function runEntryPoint(file: string, env: Record<string, string>, readyLi
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  stopOnExit(child);
   let stdout = '';
   let stderr = '';
   let signalled = false;

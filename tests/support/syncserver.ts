@@ -12,6 +12,7 @@ import type { JWK } from 'jose';
 import { hawkHeader } from '../../lib/hawk.js';
 import type { TokenPayload } from '../../lib/token.js';
 import { jsonOrUndefined } from '../../services/login/testkit.js';
+import { stopOnExit } from './children.js';
 import { freePort } from './services.js';
 import { startMariadb, startPostgres, type SqlServer } from './sql-servers.js';
 
@@ -131,6 +132,7 @@ function exitOf(child: ChildProcess): Promise<void> {
 export async function startSyncServer(settings: SyncServerSettings): Promise<SyncServer> {
   const s = { ...settings, port: settings.port ?? (await freePort()) };
   const child = spawn(s.bin, [], { env: environment(s), stdio: ['ignore', 'pipe', 'pipe'] });
+  stopOnExit(child);
   let out = '';
   const keep = (d: Buffer) => (out = (out + d.toString()).slice(-20_000));
   child.stdout!.on('data', keep);
