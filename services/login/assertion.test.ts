@@ -5,6 +5,7 @@ import {
   assertionClaims,
   certificateClaims,
   cheapRsaKey,
+  checkAtOnce,
   cachedCertificateBytes,
   CERTIFICATE_CACHE_BYTES,
   checkTimes,
@@ -314,6 +315,49 @@ describe('signedBy with RS256', () => {
       assert.equal(await signedBy(decoded(Buffer.concat([signature, Buffer.from([0])])), publicKey), false, 'too long: refused, never thrown');
       const other = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey;
       assert.equal(await signedBy(decoded(signature), other), false);
+    });
+  }
+});
+
+describe('checkAtOnce', () => {
+  const rsa = (bits: number) => generateKeyPairSync('rsa', { modulusLength: bits }).publicKey;
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey;
+  const ed = generateKeyPairSync('ed25519').publicKey;
+  test('a cheap RSA key at once everywhere, a costly one nowhere', () => {
+    for (const inWorker of [false, true]) {
+      assert.equal(checkAtOnce('RS256', rsa(2048), inWorker), true);
+      assert.equal(checkAtOnce('RS256', rsa(3072), inWorker), false);
+    }
+  });
+  test('ES256 at once only in a cluster worker', () => {
+    assert.equal(checkAtOnce('ES256', ec, true), true);
+    assert.equal(checkAtOnce('ES256', ec, false), false);
+  });
+  test('the other algorithms in the thread pool, in a worker too', () => {
+    for (const inWorker of [false, true]) {
+      assert.equal(checkAtOnce('EdDSA', ed, inWorker), false);
+      assert.equal(checkAtOnce('Ed25519', ed, inWorker), false);
+    }
+  });
+});
+
+describe('signedBy with ES256', () => {
+  // At once in a cluster worker, in the thread pool in a single process: both answer alike.
+  for (const inWorker of [true, false]) {
+    test(`${inWorker ? 'in a worker, at once' : 'one process, thread pool'}: true only for the key's own r || s signature`, async () => {
+      const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+      const input = `${b64({ alg: 'ES256' })}.${b64({ aud: 'x' })}`;
+      const signature = sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' });
+      const decoded = (sig: Buffer) => decodeJws(`${input}.${sig.toString('base64url')}`, 'test');
+      assert.equal(await signedBy(decoded(signature), publicKey, inWorker), true);
+      const flipped = Buffer.from(signature);
+      flipped[10] ^= 1;
+      assert.equal(await signedBy(decoded(flipped), publicKey, inWorker), false);
+      assert.equal(await signedBy(decoded(Buffer.concat([signature, Buffer.from([0])])), publicKey, inWorker), false, 'too long: refused, never thrown');
+      const der = sign('sha256', Buffer.from(input), privateKey);
+      assert.equal(await signedBy(decoded(der), publicKey, inWorker), false, 'DER is not the JWS encoding');
+      const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey;
+      assert.equal(await signedBy(decoded(signature), other, inWorker), false);
     });
   }
 });

@@ -5,6 +5,7 @@
 // No network call is ever made. The checks are pure functions below; the
 // verifier at the end only adds the signature checks (node:crypto's one-shot
 // verify on KeyObjects imported once) and a cache.
+import cluster from 'node:cluster';
 import { createHash, createPublicKey, verify as verifySignature, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ConfigError, InvalidCredentials, InvalidGeneration, InvalidTimestamp, MOZILLA_ERRORS, Unauthorized } from '../../lib/errors.js';
 import { DEFAULTS, type JsonWebKeyLike, type TrustedIssuers, type TrustedKeyLike } from '../../lib/config.js';
@@ -379,8 +380,23 @@ export function cheapRsaKey(key: KeyObject): boolean {
   return (details?.modulusLength ?? Infinity) <= 2048 && (details?.publicExponent ?? Infinity) <= 65537n;
 }
 
+/** Whether this process is one of login's cluster workers (LOGIN_WORKERS > 1). */
+const IN_WORKER = cluster.isWorker;
+
+/**
+ * Whether a signature is checked at once on the event loop rather than in libuv's thread pool. An
+ * RSA-2048 check with a small exponent costs ~24 µs: handing it over costs the event loop about as
+ * much and the pool the check again, so always. An ES256 check, only in a cluster worker: there the
+ * other workers keep the other cores busy, so the pool adds its hand-off and nothing else (measured:
+ * docs/benchmarks.md). A single login process keeps it in the pool, which lends it a second core.
+ */
+export function checkAtOnce(alg: Algorithm, key: KeyObject, inWorker: boolean): boolean {
+  if (alg === 'RS256') return cheapRsaKey(key);
+  return inWorker && alg === 'ES256';
+}
+
 /** True when `jws` is signed by `key` with `jws.alg` (the caller checked the key suits it); never rejects. */
-export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
+export function signedBy(jws: DecodedJws, key: KeyObject, inWorker = IN_WORKER): Promise<boolean> {
   const { digest, dsaEncoding } = VERIFY_OPTIONS[jws.alg];
   const signature =
     jws.alg === 'RS256'
@@ -389,20 +405,20 @@ export function signedBy(jws: DecodedJws, key: KeyObject): Promise<boolean> {
         ? dsaSignature(jws.signature, jws.alg)
         : jws.signature;
   if (!signature) return Promise.resolve(false);
-  if (jws.alg === 'RS256' && cheapRsaKey(key)) {
-    // An RSA-2048 check with a small exponent costs ~24 µs: handing it to the thread pool costs
-    // the event loop about as much and the thread pool the check again.
+  const input = Buffer.from(jws.signingInput, 'latin1');
+  const verifyKey = dsaEncoding ? { key, dsaEncoding } : key;
+  if (checkAtOnce(jws.alg, key, inWorker)) {
     try {
-      return Promise.resolve(verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), key, signature));
+      return Promise.resolve(verifySignature(digest, input, verifyKey, signature));
     } catch {
       return Promise.resolve(false);
     }
   }
   // The callback form runs in libuv's thread pool, as WebCrypto did: the event loop
-  // serves other requests meanwhile, which under load beat the synchronous call.
+  // serves other requests meanwhile.
   return new Promise((resolve) => {
     try {
-      verifySignature(digest, Buffer.from(jws.signingInput, 'latin1'), dsaEncoding ? { key, dsaEncoding } : key, signature, (err, ok) => resolve(!err && ok));
+      verifySignature(digest, input, verifyKey, signature, (err, ok) => resolve(!err && ok));
     } catch {
       resolve(false);
     }
