@@ -518,3 +518,26 @@ test('serveWithStore: the store is closed after the server, or at once when the 
     await blocker.close();
   }
 });
+
+test('close(): a health watch open at the close hears NOT_SERVING, for the server and for each of its services', async () => {
+  const { running } = await serveDirectory({});
+  const client = new HealthClient(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure(), CLIENT_OPTIONS);
+  const heard: Record<string, string[]> = { '': [], x: [] };
+  const streams = Object.keys(heard).map((service) => {
+    const stream = client.watch({ service }) as grpc.ClientReadableStream<{ status: string }>;
+    stream.on('data', (m: { status: string }) => heard[service].push(m.status));
+    stream.on('error', () => undefined);
+    return stream;
+  });
+  try {
+    await eventually('both watches to hear SERVING', () => heard[''].length === 1 && heard.x.length === 1);
+    // The watches hold the server open: it closes after its 2 s grace, having told them first.
+    const closed = running.close();
+    await eventually('both watches to hear NOT_SERVING', () => heard[''].length === 2 && heard.x.length === 2);
+    await closed;
+    assert.deepEqual(heard, { '': ['SERVING', 'NOT_SERVING'], x: ['SERVING', 'NOT_SERVING'] });
+  } finally {
+    for (const s of streams) s.cancel();
+    client.close();
+  }
+});
