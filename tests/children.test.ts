@@ -9,6 +9,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { isRunning, reapOrphans, RECORDS, startTime, stopOnExit } from './support/children.js';
+import { eventually } from './support/services.js';
 
 const PROGRAM = path.join(import.meta.dirname, 'support', 'child-owner-program.ts');
 
@@ -19,13 +20,9 @@ async function owner(args: string[]): Promise<{ proc: ChildProcess; child: numbe
   return { proc, child: (JSON.parse(line) as { child: number }).child };
 }
 
-async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) assert.fail(`${what} within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** A process that runs until signalled, started without stopOnExit. */
+const sleeper = () => spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
+const POLL = { timeoutMs: 5000, pollMs: 25 };
 
 const exited = (p: ChildProcess) => new Promise((r) => (p.exitCode !== null || p.signalCode !== null ? r(null) : p.once('exit', r)));
 
@@ -39,7 +36,7 @@ test('a child whose test process was killed outright is stopped by the next reap
   assert.ok(isRunning(child), 'killed outright, the owner stopped nothing');
   // Another test process starting a child may reap it first: either way it stops.
   reapOrphans();
-  await until('the orphan stops', () => !isRunning(child));
+  await eventually('the orphan stops', () => !isRunning(child), POLL);
   assert.equal(existsSync(dir), false, 'its folder is removed');
   assert.equal(existsSync(record), false, 'its record is removed');
 });
@@ -47,11 +44,11 @@ test('a child whose test process was killed outright is stopped by the next reap
 test('a test process that exits stops its children', async () => {
   const { proc, child } = await owner(['', 'exit']);
   await exited(proc);
-  await until('the child stops', () => !isRunning(child));
+  await eventually('the child stops', () => !isRunning(child), POLL);
 });
 
 test('the children of a test process that still runs are left alone, and their record goes when they end', async () => {
-  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
+  const child = sleeper();
   stopOnExit(child);
   const record = path.join(RECORDS, `${process.pid}-${child.pid}`);
   try {
@@ -68,10 +65,10 @@ test('the children of a test process that still runs are left alone, and their r
 });
 
 test('a recorded pid that now names another process is not signalled', async () => {
-  const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
+  const other = sleeper();
   const dir = mkdtempSync(path.join(tmpdir(), 'children-test-'));
   try {
-    await until('the process has a start time', () => startTime(other.pid!) !== undefined);
+    await eventually('the process has a start time', () => startTime(other.pid!) !== undefined, POLL);
     mkdirSync(RECORDS, { recursive: true });
     // An owner that is gone (its start time is not this process's) and a child whose start time is not this one's.
     const record = path.join(RECORDS, `${process.pid}-${other.pid}-reused`);

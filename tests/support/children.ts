@@ -46,6 +46,8 @@ export function startTime(pid: number): string | undefined {
 }
 
 let reaped = false;
+/** This process's own start time, in each of its records. */
+const OWN_START = startTime(process.pid);
 
 /**
  * Stops `child` when this process exits, unless it has ended by then; `dir`, a folder of the
@@ -65,13 +67,12 @@ export function stopOnExit(child: ChildProcess, o: { dir?: string } = {}): void 
 }
 
 function writeRecord(pid: number, dir: string | undefined): string | undefined {
-  const ownerStart = startTime(process.pid);
   const start = startTime(pid);
   // Without /proc nothing could tell the child from a later process with its pid: no record.
-  if (ownerStart === undefined || start === undefined) return undefined;
+  if (OWN_START === undefined || start === undefined) return undefined;
   mkdirSync(RECORDS, { recursive: true });
   const file = path.join(RECORDS, `${process.pid}-${pid}`);
-  const record: ChildRecord = { owner: process.pid, ownerStart, pid, start, ...(dir ? { dir } : {}) };
+  const record: ChildRecord = { owner: process.pid, ownerStart: OWN_START, pid, start, ...(dir ? { dir } : {}) };
   // Written whole or not at all: another test process may be reading the folder.
   writeFileSync(`${file}.tmp`, JSON.stringify(record));
   renameSync(`${file}.tmp`, file);
