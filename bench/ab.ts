@@ -11,6 +11,9 @@
 //   npx tsx bench/ab.ts --scheme both services/login/jwks.ts=/tmp/jwks.ts
 //   npx tsx bench/ab.ts --store both services/directory/service.ts=/tmp/service.ts
 //   npx tsx bench/ab.ts --login-workers 2 --scheme both services/login/assertion.ts=/tmp/assertion.ts
+//   npx tsx bench/ab.ts --login-workers 2 --scheme both --b-ref 4195530
+// --b-ref: B is another commit's services (its lib/, services/ and proto/, from git archive) rather than
+// replaced files: how much a branch changed the cost against an older main, on the same machine at once.
 // --login-flags-b: B runs login with these node flags after the production ones (lib/node-flags.ts), which they override.
 // --scheme: the logins measured: assertion (the default: fresh ES256 assertions), bearer (fresh RS256 access
 // tokens, one RSA-2048 OAuth key, distinct accounts), or both, each round of each on each build in turn.
@@ -18,11 +21,12 @@
 // --store: sqlite (the default), mongodb (MONGODB_URL, else the compatible server started for the run; a
 // database per build) or both, one after the other.
 // With --gateway: both gateway builds and the bare proxy under bench/gateway.ts's load instead.
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { BUILD_DIR, buildServices, ROOT } from './build.js';
+import { BUILD_DIR, buildServices, ROOT, SOURCES } from './build.js';
 import { measureGateways } from './gateway.js';
 import { schemeRound as round, startLoginStack, type LoginStack, type Scheme, type SchemeRound } from './login.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
@@ -32,15 +36,31 @@ export type Store = 'sqlite' | 'mongodb';
 export type AbRound = SchemeRound;
 type MeasuredStack = LoginStack & { lastRate?: Partial<Record<Scheme, number>> };
 
+/** Builds B into `variantDir`: this checkout with `replace`, or the services of commit `ref`. */
+export function buildVariant(variantDir: string, replace: Record<string, string>, ref?: string): void {
+  if (ref === undefined) {
+    buildServices(variantDir, replace);
+    return;
+  }
+  const tree = mkdtempSync(path.join(tmpdir(), 'bench-ref-'));
+  try {
+    const archive = execFileSync('git', ['-C', ROOT, 'archive', ref, '--', 'proto', ...SOURCES], { maxBuffer: 256 * 1024 * 1024 });
+    execFileSync('tar', ['-x', '-C', tree], { input: archive });
+    buildServices(variantDir, replace, SOURCES, tree);
+  } finally {
+    rmSync(tree, { recursive: true, force: true });
+  }
+}
+
 export async function compare(
   replace: Record<string, string>,
-  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[]; store?: Store; loginWorkers?: number },
+  o: { seconds: number; rounds: number; users: number; loginFlagsB?: string[]; schemes?: readonly Scheme[]; store?: Store; loginWorkers?: number; bRef?: string },
 ): Promise<Record<string, AbRound[]>> {
   const schemes = o.schemes ?? ['assertion'];
   const bearer = schemes.includes('bearer');
   const variantDir = path.join(ROOT, 'dist', 'bench-variant');
   buildServices();
-  buildServices(variantDir, replace);
+  buildVariant(variantDir, replace, o.bRef);
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-ab-'));
   const stacks: LoginStack[] = [];
   const mongo = o.store === 'mongodb' ? mongoServer() : undefined;
@@ -68,13 +88,13 @@ export async function compare(
   }
 }
 
-/** Gateway A (as it is) and B (replaced) beside the bare proxy, in rotating one-second slices. */
-async function compareGateways(replace: Record<string, string>, seconds: number): Promise<void> {
+/** Gateway A (as it is) and B (replaced, or commit `bRef`'s) beside the bare proxy, in rotating one-second slices. */
+async function compareGateways(replace: Record<string, string>, seconds: number, bRef?: string): Promise<void> {
   const variantDir = path.join(ROOT, 'dist', 'bench-variant');
   buildServices();
-  buildServices(variantDir, replace);
+  buildVariant(variantDir, replace, bRef);
   try {
-    const r = await measureGateways({ 'A (current)': undefined, 'B (replaced)': variantDir }, seconds);
+    const r = await measureGateways({ 'A (current)': undefined, [bRef === undefined ? 'B (replaced)' : `B (${bRef})`]: variantDir }, seconds);
     const rows = Object.fromEntries(
       Object.entries(r.load).map(([name, l]) => [
         name,
@@ -105,6 +125,7 @@ if (isMain) {
       scheme: { type: 'string', default: 'assertion' },
       store: { type: 'string', default: 'sqlite' },
       'login-workers': { type: 'string' },
+      'b-ref': { type: 'string' },
     },
   });
   const replace: Record<string, string> = {};
@@ -114,7 +135,7 @@ if (isMain) {
     replace[from] = path.resolve(to);
   }
   if (values.gateway) {
-    await compareGateways(replace, Number(values.seconds));
+    await compareGateways(replace, Number(values.seconds), values['b-ref']);
     process.exit(0);
   }
   const loginFlagsB = values['login-flags-b']?.split(/\s+/).filter((f) => f !== '');
@@ -127,11 +148,12 @@ if (isMain) {
     ...Object.fromEntries(Object.keys(rounds[0].cpuMsPerRequest).map((k) => [`${k} CPU ms/req`, Math.round(1000 * median(rounds.map((x) => x.cpuMsPerRequest[k]))) / 1000])),
     ...Object.fromEntries(Object.keys(rounds[0].peakRssMb).map((k) => [`${k} peak RSS MB`, Math.round(Math.max(...rounds.map((x) => x.peakRssMb[k])))])),
   });
-  const name = (row: string, store: Store) => `${row.replace(/^A/, 'A (current)').replace(/^B/, 'B (replaced)')}${stores.length > 1 ? ` ${store}` : ''}`;
+  const bRef = values['b-ref'];
+  const name = (row: string, store: Store) => `${row.replace(/^A/, 'A (current)').replace(/^B/, bRef === undefined ? 'B (replaced)' : `B (${bRef})`)}${stores.length > 1 ? ` ${store}` : ''}`;
   const table: Record<string, ReturnType<typeof summary>> = {};
   for (const store of stores) {
     const loginWorkers = values['login-workers'] === undefined ? undefined : Number(values['login-workers']);
-    const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes, store, loginWorkers });
+    const r = await compare(replace, { seconds: Number(values.seconds), rounds: Number(values.rounds), users: 1000, loginFlagsB, schemes, store, loginWorkers, bRef });
     for (const [row, rounds] of Object.entries(r)) table[name(row, store)] = summary(rounds);
   }
   console.table(table);

@@ -12,14 +12,14 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** Where the transpiled tree goes (dist/ is ignored by git). */
 export const BUILD_DIR = path.join(ROOT, 'dist', 'bench');
-const SOURCES = ['lib', 'services', 'bench/bare-koa.ts'];
+export const SOURCES = ['lib', 'services', 'bench/bare-koa.ts'];
 
-function sourceFiles(rel: string): string[] {
-  const abs = path.join(ROOT, rel);
+function sourceFiles(rel: string, root: string): string[] {
+  const abs = path.join(root, rel);
   if (statSync(abs).isFile()) return [rel];
   return readdirSync(abs).flatMap((name) => {
     const child = path.join(rel, name);
-    if (statSync(path.join(ROOT, child)).isDirectory()) return sourceFiles(child);
+    if (statSync(path.join(root, child)).isDirectory()) return sourceFiles(child, root);
     return name.endsWith('.ts') && !name.endsWith('.test.ts') && !name.endsWith('.d.ts') ? [child] : [];
   });
 }
@@ -28,12 +28,14 @@ function sourceFiles(rel: string): string[] {
  * Transpiles the services into `dir` (default BUILD_DIR); returns how many
  * files. `replace` maps a source path to another file to build in its place
  * (bench/ab.ts measures a proposed change that way); `sources`, files and
- * folders from the repository root, replaces the default list.
+ * folders from the repository root, replaces the default list; `root`, a
+ * tree of the same shape to build instead (another commit's, for bench/ab.ts
+ * --b-ref), whose packages are still this checkout's node_modules.
  */
-export function buildServices(dir = BUILD_DIR, replace: Record<string, string> = {}, sources: readonly string[] = SOURCES): number {
-  const files = sources.flatMap(sourceFiles);
+export function buildServices(dir = BUILD_DIR, replace: Record<string, string> = {}, sources: readonly string[] = SOURCES, root = ROOT): number {
+  const files = sources.flatMap((rel) => sourceFiles(rel, root));
   for (const rel of files) {
-    const source = replace[rel] ?? path.join(ROOT, rel);
+    const source = replace[rel] ?? path.join(root, rel);
     const { outputText } = ts.transpileModule(readFileSync(source, 'utf8'), {
       fileName: rel,
       compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, esModuleInterop: true, isolatedModules: true },
@@ -46,7 +48,7 @@ export function buildServices(dir = BUILD_DIR, replace: Record<string, string> =
   const { name, version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, version, type: 'module' }) + '\n');
   // lib/reflection.ts reads proto/ beside lib/, as in the image.
-  cpSync(path.join(ROOT, 'proto'), path.join(dir, 'proto'), { recursive: true });
+  cpSync(path.join(root, 'proto'), path.join(dir, 'proto'), { recursive: true });
   return files.length;
 }
 
