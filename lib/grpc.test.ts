@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { grpcTls, type GrpcAuth } from './config.js';
-import { DirectoryClient, DirectoryService, type LoginStreamReply, type LoginStreamRequest } from './gen/directory.js';
+import { DirectoryClient, DirectoryService, UserReply, type LoginStreamReply, type LoginStreamRequest } from './gen/directory.js';
 import {
   answeringStream,
   call,
@@ -28,6 +28,7 @@ import {
   serveWithStore,
   startServer,
   toServiceError,
+  unary,
   type CallContext,
 } from './grpc.js';
 import {
@@ -539,5 +540,86 @@ test('close(): a health watch open at the close hears NOT_SERVING, for the serve
   } finally {
     for (const s of streams) s.cancel();
     client.close();
+  }
+});
+
+// ---- found missing by mutation testing: what the server's refusals and a failed call log ----
+
+test("the server's refusals are logged at warn: the method, the peer, why; never the secret given", async () => {
+  const { log, lines } = capturedLog();
+  const running = await startServer([{ definition: DirectoryService, name: 'x', implementation: {} }], '127.0.0.1', 0, TEST_AUTH, log);
+  const { client, streams, watch } = healthWatcher(running.port);
+  const raw = new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure());
+  const wrongSecret = 'a-wrong-secret-that-must-not-be-logged';
+  const getUser = (md: grpc.Metadata) =>
+    new Promise<number>((resolve) => raw.makeUnaryRequest('/tokenserver.directory.v1.Directory/GetUser', (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), md, (err) => resolve(err ? err.code : 0)));
+  try {
+    assert.equal(await getUser(new grpc.Metadata()), grpc.status.UNAUTHENTICATED);
+    const wrong = new grpc.Metadata();
+    wrong.set(INTERNAL_SECRET_HEADER, wrongSecret);
+    assert.equal(await getUser(wrong), grpc.status.UNAUTHENTICATED);
+    for (let i = 0; i < MAX_HEALTH_WATCHES_PER_PEER; i++) assert.deepEqual(await watch(), { status: 'SERVING' });
+    assert.deepEqual(await watch(), { code: grpc.status.RESOURCE_EXHAUSTED });
+    const refusals = lines.filter((l) => String(l.msg).startsWith('rpc refused'));
+    assert.deepEqual(
+      refusals.map((l) => [l.level, l.msg, l.method, l.reason, l.open]),
+      [
+        [40, 'rpc refused: internal secret', '/tokenserver.directory.v1.Directory/GetUser', 'no secret', undefined],
+        [40, 'rpc refused: internal secret', '/tokenserver.directory.v1.Directory/GetUser', 'wrong secret', undefined],
+        [40, 'rpc refused: too many health watches', '/grpc.health.v1.Health/Watch', undefined, MAX_HEALTH_WATCHES_PER_PEER],
+      ],
+    );
+    // The caller's address and port for the secret's refusals; the address alone, as counted, for the watches'.
+    assert.match(refusals[0].peer, /^127\.0\.0\.1:\d+$/);
+    assert.equal(refusals[2].peer, '127.0.0.1');
+    assert.equal(JSON.stringify(lines).includes(wrongSecret), false);
+    assert.equal(JSON.stringify(lines).includes(TEST_AUTH.internalSecret), false);
+  } finally {
+    for (const s of streams) s.cancel();
+    client.close();
+    raw.close();
+    await running.close();
+  }
+});
+
+test("unary(): the handler's answer reaches the caller; a failure's line carries the caller's request id; a caller past its deadline is gone", async () => {
+  const { log, lines } = capturedLog();
+  const goneAfterDeadline: boolean[] = [];
+  let answer: 'ok' | 'refuse' | 'crash' | 'outlive' = 'ok';
+  const d = await serveDirectory({
+    getUser: unary(log, 'GetUser', async (_req: unknown, ctx: CallContext) => {
+      if (answer === 'refuse') throw new InternalError('the store timed out');
+      if (answer === 'crash') throw new TypeError('x is undefined');
+      if (answer === 'outlive') {
+        await new Promise((r) => setTimeout(r, 400));
+        goneAfterDeadline.push(ctx.gone());
+      }
+      return UserReply.fromPartial({ user: { service: 'sync', email: 'a@example.com', uid: 7 } });
+    }),
+  });
+  const ask = (requestId: string, deadlineMs = 5000) => call(d.client, d.client.getUser, { service: 'sync', email: 'a@example.com' }, { deadlineMs, retryAfter: 1, requestId });
+  try {
+    assert.equal((await ask('req-ok')).user?.uid, 7);
+    answer = 'refuse';
+    await assert.rejects(ask('req-refused'), InternalError);
+    answer = 'crash';
+    await assert.rejects(ask('req-crashed'), (e: unknown) => e instanceof InternalError && !String((e as Error).message).includes('undefined'));
+    answer = 'outlive';
+    await assert.rejects(ask('req-late', 150), ServiceUnavailable);
+    await eventually('the late handler to finish', () => goneAfterDeadline.length === 1);
+    assert.deepEqual(goneAfterDeadline, [true]);
+    const failures = lines.filter((l) => l.msg !== 'rpc');
+    assert.deepEqual(
+      failures.map((l) => [l.level, l.msg, l.requestId, l.method, l.class]),
+      [
+        [40, 'rpc failed', 'req-refused', 'GetUser', 'InternalError'],
+        [50, 'rpc failed unexpectedly', 'req-crashed', 'GetUser', undefined],
+      ],
+    );
+    assert.equal(failures[0].err, 'the store timed out');
+    assert.match(JSON.stringify(failures[1].err), /x is undefined/);
+  } finally {
+    d.client.close();
+    await d.running.close();
   }
 });

@@ -448,14 +448,17 @@ export interface ServiceSpec {
   streams?: OpenStreams;
 }
 
-/** Starts a gRPC server with the given services, grpc.health.v1 (overall and per service) and reflection for those with a proto. */
+/**
+ * Starts a gRPC server with the given services, grpc.health.v1 (overall and per service) and reflection
+ * for those with a proto. `log` takes the server's own lines (refused calls, undecodable requests).
+ */
 export async function startServer(
   services: ServiceSpec[],
   host: string,
   port: number,
   auth: GrpcAuth,
+  log: Logger = logger('grpc'),
 ): Promise<RunningServer> {
-  const log = logger('grpc');
   const server = new grpc.Server({ interceptors: [requireSecret(auth.internalSecret, log), capHealthWatches(MAX_HEALTH_WATCHES_PER_PEER, log)] });
   const statuses: Record<string, 'SERVING'> = { '': 'SERVING' };
   for (const s of services) {
