@@ -22,6 +22,8 @@ type MutantResult = Awaited<ReturnType<Stryker['runMutationTest']>>[number];
 
 /** Each file under mutation testing, and the test files that cover it. */
 export const MUTATION_TARGETS: Record<string, string[]> = {
+  'cli/args.ts': ['cli/args.test.ts'],
+  'cli/import-rules.ts': ['cli/import-rules.test.ts'],
   'lib/client-error.ts': ['lib/client-error.test.ts'],
   // The primary's and the workers' code: the workers run in the login processes tests/login-workers.test.ts
   // starts, and in tests/worker-set.test.ts's program.

@@ -370,3 +370,151 @@ test('resolveAccount: rows of one address under several spellings are one accoun
   assert.deepEqual(user.replaced, [{ uid: 100, node: 'https://a.example.com', replacedAt: 900, released: false }]);
   assert.equal(severalLive, true);
 });
+
+// ---- found missing by mutation testing (npm run mutation -- cli/import-rules.ts) ----
+
+test('parseUser and parseNode: an integer is all digits; zero is a count; every column is named in its problem', () => {
+  const raw: RawUser = { uid: 1, email: 'x', generation: 1, client_state: '', created_at: 1, replaced_at: null, nodeid: 1, keys_changed_at: null };
+  for (const junk of ['12abc', 'abc12', '1e3', '']) {
+    assert.throws(() => parseUser({ ...raw, created_at: junk }), (e: Error) => e instanceof RowProblem && e.message === `created_at is not an integer: ${junk}`);
+  }
+  assert.equal(parseUser({ ...raw, created_at: 0, keys_changed_at: '0' }).createdAt, 0, 'zero is in range');
+  const userColumns: Array<[keyof RawUser, string]> = [
+    ['generation', 'generation'],
+    ['keys_changed_at', 'keys_changed_at'],
+    ['created_at', 'created_at'],
+  ];
+  for (const [column, name] of userColumns) {
+    assert.throws(() => parseUser({ ...raw, [column]: 'x' }), (e: Error) => e.message === `${name} is not an integer: x`);
+  }
+  assert.throws(() => parseUser({ ...raw, generation: -2 }), (e: Error) => e.message === 'generation -2 is out of range (0 to 2^53 - 1)');
+  const node = { id: 11, node: 'https://a.example.com', available: 0, current_load: 0, capacity: 0, downed: 1, backoff: 0 };
+  assert.deepEqual(parseNode(node, 'sync').node, { service: 'sync', url: 'https://a.example.com', capacity: 0, currentLoad: 0, available: 0, downed: true, backoff: false });
+  for (const column of ['id', 'capacity', 'current_load', 'available', 'downed', 'backoff'] as const) {
+    assert.throws(() => parseNode({ ...node, [column]: 'x' }, 'sync'), (e: Error) => e instanceof RowProblem && e.message === `${column} is not an integer: x`);
+  }
+});
+
+test('appOf: a version is digits and dots to the end of the name', () => {
+  assert.equal(appOf('sync-15'), 'sync');
+  assert.equal(appOf('sync-1.15'), 'sync');
+  assert.equal(appOf('sync-1.5beta'), 'sync-1.5beta');
+});
+
+test("resolveAccount: a deleted row (tombstone generation) outranks a newer live one, as Mozilla's highest generation does", () => {
+  const r = resolveAccount([row({ uid: 50, generation: 9, createdAt: 5000 }), row({ uid: 40, generation: 'retired', createdAt: 1000, replacedAt: 1000 })], 'sync', nodeUrl);
+  assert.equal(r.retired, true);
+  assert.equal(r.user.uid, 0);
+  assert.deepEqual(r.user.replaced.map((x) => x.uid), [40, 50]);
+});
+
+test('resolveAccount: ties broken by uid in any order of the rows, for the current row and for the seen states', () => {
+  const tied = [row({ uid: 5, clientState: 'c5' }), row({ uid: 9, clientState: 'c9' }), row({ uid: 7, clientState: 'c7' })];
+  for (const order of [[0, 1, 2], [2, 1, 0], [1, 0, 2], [2, 0, 1]]) {
+    const r = resolveAccount(order.map((i) => tied[i]), 'sync', nodeUrl);
+    assert.equal(r.user.uid, 9, `order ${order}`);
+    // The other rows' states, oldest first, a tie in creation by uid.
+    assert.deepEqual(r.user.seenClientStates, ['c5', 'c7'], `order ${order}`);
+  }
+  assert.throws(() => resolveAccount([], 'sync', nodeUrl), /^Error: an account has at least one row$/);
+});
+
+test('emailDomainProblem: domains with as many rows listed by name; five named, the rest counted; the reason given', () => {
+  const fxa = 'api.accounts.firefox.com';
+  for (const order of [['c.example', 'a.example', 'b.example'], ['b.example', 'c.example', 'a.example']]) {
+    const text = emailDomainProblem(new Map(order.map((d) => [d, 1] as [string, number])), fxa, false)!;
+    assert.match(text, /domain a\.example \(1 row\), b\.example \(1 row\), c\.example \(1 row\), but/);
+  }
+  const five = emailDomainProblem(new Map(Array.from({ length: 5 }, (_, i) => [`d${i}.example`, 1] as [string, number])), fxa, false)!;
+  assert.match(five, /d4\.example \(1 row\), but/);
+  assert.doesNotMatch(five, /more/);
+  const seven = emailDomainProblem(new Map(Array.from({ length: 7 }, (_, i) => [`d${i}.example`, 1] as [string, number])), fxa, false)!;
+  assert.match(seven, /d4\.example \(1 row\), … 2 more, but/);
+  assert.doesNotMatch(seven, /d5\.example/);
+  assert.match(seven, /: a Bearer login looks accounts up as <fxa uid>@api\.accounts\.firefox\.com, so these would get a new uid and empty storage\. Set OAUTH_EMAIL_DOMAIN/);
+  assert.equal(
+    uidRangeProblem(2n ** 52n + 1n),
+    'the source holds uid 4503599627370497, above 4503599627370496, the highest uid an import may bring: the uid counter continues above the highest imported uid and must stay below 2^53 for every account made here later. Nothing was written',
+  );
+});
+
+test('withPassword: an empty password leaves the URL exactly as given', () => {
+  assert.equal(withPassword('postgres://u@db/a b', ''), 'postgres://u@db/a b');
+  assert.equal(withPassword('postgres://u@db/a b', 'pw'), 'postgres://u:pw@db/a%20b');
+});
+
+test('emptySummary, importFailed and summaryLine: every count starts at zero; an invalid node fails the run; an updated node is a change', () => {
+  const s = emptySummary('src', 'sync-1.5', 'sync', false);
+  assert.deepEqual(
+    { ...s, settings: undefined },
+    {
+      source: 'src',
+      service: 'sync-1.5',
+      app: 'sync',
+      dryRun: false,
+      uidCounter: { previous: 0, current: 0 },
+      nodes: { created: 0, updated: 0, unchanged: 0, invalid: 0 },
+      rows: 0,
+      accounts: 0,
+      users: { created: 0, unchanged: 0, kept: 0, invalid: 0, conflict: 0 },
+      retired: 0,
+      unassigned: 0,
+      replacedUids: 0,
+      severalLive: 0,
+      replacedDropped: 0,
+      respelled: 0,
+      respelledAccounts: [],
+      problems: [],
+      settings: undefined,
+    },
+  );
+  assert.equal(importFailed({ ...s, nodes: { ...s.nodes, invalid: 1 } }), true);
+  assert.equal(importFailed({ ...s, users: { ...s.users, invalid: 1 } }), true);
+  assert.equal(summaryLine({ ...s, nodes: { ...s.nodes, updated: 1 } }), 'imported 0 accounts and 1 node of sync-1.5');
+  assert.equal(summaryLine({ ...s, nodes: { ...s.nodes, created: 2, updated: 1 } }), 'imported 0 accounts and 3 nodes of sync-1.5');
+  assert.equal(
+    summaryLine({ ...s, users: { ...s.users, created: 1, kept: 1, invalid: 1, conflict: 2 }, nodes: { ...s.nodes, invalid: 1 } }),
+    'imported 1 account and 0 nodes of sync-1.5; 4 accounts and 1 node not imported (listed above)',
+  );
+});
+
+test('formatImport: every line of a run with conflicts, respellings beyond the listed ones, problems with and without uids or detail', () => {
+  const s = emptySummary('src', 'sync-1.5', 'sync', false, loginSettings('api.accounts.firefox.com'));
+  Object.assign(s, { accounts: 9, rows: 12, retired: 2, unassigned: 3, replacedUids: 4, severalLive: 1, respelled: 3 });
+  s.uidCounter = { previous: 10, current: 90 };
+  s.users = { created: 4, unchanged: 0, kept: 1, invalid: 0, conflict: 2 };
+  s.nodes = { created: 0, updated: 0, unchanged: 1, invalid: 1 };
+  s.respelledAccounts = [
+    { email: 'a@x.example', spellings: ['a@x.example', 'a@X.example'], uid: 5, replacedUids: [3, 4] },
+    { email: 'b@x.example', spellings: ['b@x.example', 'b@X.EXAMPLE'], uid: 6, replacedUids: [] },
+  ];
+  s.problems = [
+    { what: 'c@x.example', uids: [7, 8], result: 'conflict', detail: 'uid 7 is d@x.example here' },
+    { what: 'https://gone.example', uids: [], result: 'invalid', detail: '' },
+  ];
+  assert.equal(
+    formatImport(s),
+    [
+      'src, service sync-1.5 → application sync',
+      'nodes: 0 created, 0 updated, 1 unchanged, 1 invalid',
+      'accounts: 9 (from 12 rows): 4 created, 0 unchanged, 1 kept as they are here, 0 invalid, 2 with a uid another account holds here',
+      '  4 replaced uids; 2 deleted accounts; 3 without a node (one is assigned at their next login); 1 with several live rows (the current one kept, the others replaced)',
+      "  3 with rows under several spellings of one e-mail (domain case, Unicode form): the current row kept, the others' uids replaced",
+      '    a@x.example (uid 5): "a@x.example", "a@X.example"; replaced uids 3, 4',
+      '    b@x.example (uid 6): "b@x.example", "b@X.EXAMPLE"; replaced uids none',
+      '    … and 1 more',
+      'uid counter: 10 → 90; new uids start above it',
+      '  conflict: c@x.example (uid 7, 8): uid 7 is d@x.example here',
+      '  invalid: https://gone.example',
+      '  … and 2 more',
+      'set on login before it starts:',
+      ...Object.entries(s.settings).map(([name, value]) => `  ${name}: ${value}`),
+      'imported 4 accounts and 0 nodes of sync-1.5; 3 accounts and 1 node not imported (listed above)',
+      '',
+    ].join('\n'),
+  );
+  // As many respellings as listed, no dropped uids, every problem listed: no line for any of them.
+  const exact = formatImport({ ...s, respelled: 2, problems: [], users: { ...s.users, kept: 0, conflict: 0 }, nodes: { ...s.nodes, invalid: 0 } });
+  assert.doesNotMatch(exact, /… and|oldest replaced uids|with a uid another account/);
+  assert.doesNotMatch(formatImport({ ...s, respelled: 0, respelledAccounts: [] }), /several spellings/);
+});
