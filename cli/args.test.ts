@@ -1,6 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { COMMANDS, commandHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { COMMANDS, commandHelp, durationArg, emailArg, groupHelp, parseCli, topHelp, UsageError, wholeNumber, type Command, type Parsed } from './args.js';
+import { loadOrCreateDevSecrets } from '../lib/dev-secrets.js';
 import { transportReason } from './backends.js';
 
 /** Commands that talk to a backend need it; the tests below are about everything else. */
@@ -250,4 +254,223 @@ test('transportReason keeps the useful part of grpc-js transport errors', () => 
   );
   assert.equal(transportReason('backend unavailable: Deadline exceeded after 2.001s'), 'Deadline exceeded after 2.001s');
   assert.equal(transportReason('Name resolution failed for target dns:x.invalid:1'), 'Name resolution failed for target dns:x.invalid:1');
+});
+
+// ---- found missing by mutation testing (npm run mutation -- cli/args.ts) ----
+
+/** The UsageError parseCli throws for `argv`: its message and the usage text printed with it. */
+function refusal(argv: string[], env: Record<string, string> = { INTERNAL_SECRET }): UsageError {
+  try {
+    parseCli(argv, env);
+  } catch (e) {
+    assert.ok(e instanceof UsageError, `expected a UsageError, got ${String(e)}`);
+    return e;
+  }
+  assert.fail(`${argv.join(' ')} was accepted`);
+}
+
+test('every command resolves the addresses of the backends it calls, and needs INTERNAL_SECRET only then', () => {
+  const master = { MASTER_SECRETS: 'm'.repeat(64), DATA_DIR: '/nonexistent/tokenserver-data' };
+  const cases: Array<[string[], string[]]> = [
+    [['nodes', 'add', 'sync', 'http://n', '--capacity', '1'], ['nodeassign']],
+    [['nodes', 'list'], ['directory', 'nodeassign']],
+    [['nodes', 'update', 'sync', 'http://n', '--capacity', '1'], ['nodeassign']],
+    [['nodes', 'down', 'sync', 'http://n'], ['nodeassign']],
+    [['nodes', 'up', 'sync', 'http://n'], ['nodeassign']],
+    [['nodes', 'backoff', 'sync', 'http://n'], ['nodeassign']],
+    [['nodes', 'remove', 'sync', 'http://n'], ['directory', 'nodeassign']],
+    [['nodes', 'reconcile'], ['directory', 'nodeassign']],
+    [['nodes', 'secret', 'sync', 'http://n'], []],
+    [['users', 'show', 'sync', 'a@b.c'], ['directory']],
+    [['users', 'retire', 'sync', 'a@b.c'], ['directory', 'nodeassign']],
+    [['users', 'list', 'sync'], ['directory']],
+    [['users', 'purge', '--dry-run'], ['directory', 'nodeassign']],
+    [['backup', '/tmp/b.db'], []],
+    [['import', '--from', 'postgres://u@db/ts'], ['directory', 'nodeassign']],
+    [['setup', '--node-url', 'http://gw'], ['nodeassign']],
+    [['dev', 'assertion', 'a@b.c', '--audience', 'x'], []],
+    [['dev', 'init'], []],
+    [['health', '127.0.0.1:1'], []],
+  ];
+  assert.deepEqual(cases.map(([argv]) => (run(argv, master).command.kind === 'nodes update' ? `nodes ${argv[1]}` : run(argv, master).command.kind)).sort(), COMMANDS.map((c) => c.name).sort(), 'every command once');
+  for (const [argv, backends] of cases) {
+    const p = run(argv, master);
+    assert.deepEqual(Object.keys(p.globals.addrs).sort(), backends, argv.join(' '));
+    assert.equal(p.globals.auth.internalSecret, backends.length > 0 ? INTERNAL_SECRET : undefined, argv.join(' '));
+    assert.equal(p.globals.json, false);
+  }
+  usageError(['users', 'show', 'sync', 'a@b.c', '--directory', 'nope'], /^users show: --directory: must be host:port/);
+});
+
+test('nodes reconcile, users retire and users list parse to their requests, with their defaults', () => {
+  assert.deepEqual(command(['nodes', 'reconcile']), { kind: 'nodes reconcile', app: '', dryRun: false });
+  assert.deepEqual(command(['nodes', 'reconcile', 'notes', '--dry-run']), { kind: 'nodes reconcile', app: 'notes', dryRun: true });
+  usageError(['nodes', 'reconcile', 'no tes'], /^nodes reconcile: <app>: expected an application name/);
+  assert.deepEqual(command(['nodes', 'down', 'sync', 'http://n']), { kind: 'nodes update', app: 'sync', url: 'http://n', patch: { downed: true } });
+  usageError(['nodes', 'down', 'sync'], /^nodes down: missing <url>$/);
+  usageError(['nodes', 'update', 'sync', 'http://n'], /^nodes update: --capacity is required$/);
+  usageError(['nodes', 'update', 'sync', 'http://n', '--capacity', 'x'], /^nodes update: --capacity: must be a whole number/);
+  assert.deepEqual(command(['users', 'retire', 'sync', 'alice@example.com']), { kind: 'users retire', app: 'sync', email: 'alice@example.com' });
+  usageError(['users', 'retire', 'sync'], /^users retire: missing <email>$/);
+  usageError(['users', 'retire', 'sync', 'alice'], /^users retire: <email>: expected an email address, got "alice"$/);
+  assert.deepEqual(command(['users', 'list', 'sync']), { kind: 'users list', app: 'sync', node: undefined, replaced: false, limit: 100, after: '' });
+  usageError(['users', 'list', 'sync', '--node', 'ftp://n'], /^users list: --node: must be an http or https URL/);
+});
+
+test('users purge: all applications by default, its lease, the e-mail domain from OAUTH_EMAIL_DOMAIN; no arguments; --max names itself', () => {
+  const p = command(['users', 'purge', '--dry-run'], { OAUTH_EMAIL_DOMAIN: 'accounts.example.org' });
+  assert.ok(p.kind === 'users purge');
+  assert.equal(p.app, '');
+  assert.equal(p.leaseMs, 10 * 60 * 1000);
+  assert.equal(p.oauthEmailDomain, 'accounts.example.org');
+  assert.equal(p.dryRun, true);
+  assert.equal(p.skipNodeDelete, false);
+  usageError(['users', 'purge', 'sync', '--dry-run'], /^users purge: unexpected argument "sync"$/);
+  usageError(['users', 'purge', '--dry-run', '--max', '0'], /^users purge: --max: must be between 1/);
+});
+
+test('import: the source URL, its password from the environment by kind, the service and application, the flags', () => {
+  const env = { PGPASSWORD: 'pg-pw', MYSQL_PWD: 'my-pw' };
+  assert.deepEqual(command(['import', '--from', 'postgres://u@db/ts'], env), {
+    kind: 'import',
+    from: 'postgres://u@db/ts',
+    password: 'pg-pw',
+    service: 'sync-1.5',
+    app: 'sync',
+    dryRun: false,
+    emailDomain: 'api.accounts.firefox.com',
+    anyEmailDomain: false,
+  });
+  assert.deepEqual(
+    command(['import', '--from', 'mysql://u@db/ts', '--service', 'notes-2.0', '--dry-run', '--any-email-domain'], { ...env, OAUTH_EMAIL_DOMAIN: 'accounts.example.org' }),
+    { kind: 'import', from: 'mysql://u@db/ts', password: 'my-pw', service: 'notes-2.0', app: 'notes', dryRun: true, emailDomain: 'accounts.example.org', anyEmailDomain: true },
+  );
+  const own = command(['import', '--from', 'postgres://u@db/ts', '--service', '', '--app', 'mine'], { PGPASSWORD: '' });
+  assert.ok(own.kind === 'import');
+  assert.deepEqual([own.service, own.app, own.password], ['sync-1.5', 'mine', undefined], 'an empty --service is the default one; an empty password none');
+  usageError(['import'], /^import: --from is required$/);
+  usageError(['import', '--from', 'http://db/ts'], /^import: --from: expected a mysql:\/\/ or postgres:\/\/ URL$/);
+  usageError(['import', '--from', 'postgres://u@db/ts', '--app', 'no app'], /^import: <app>: expected an application name/);
+});
+
+test('argument checks: e-mail addresses, durations and whole numbers at their edges', () => {
+  assert.equal(emailArg('alice@example.com'), 'alice@example.com');
+  for (const bad of ['a@b@c', '@a@b', 'a b@c', 'a@']) assert.throws(() => emailArg(bad), (e: unknown) => e instanceof UsageError && /<email>/.test(e.message), bad);
+  assert.equal(durationArg('--g', '30'), 30_000, 'a bare number is seconds');
+  assert.equal(durationArg('--g', ' 2m '), 120_000);
+  assert.equal(durationArg('--g', '1d'), 86_400_000);
+  for (const bad of ['x5s', '5sx', '', true] as const) assert.throws(() => durationArg('--g', bad), (e: unknown) => e instanceof UsageError && /^--g: expected a duration/.test(e.message), String(bad));
+  assert.throws(() => wholeNumber('--n', '  '), (e: unknown) => e instanceof UsageError && e.message === '--n: expected a whole number');
+  assert.throws(() => wholeNumber('--n', '1.5'), UsageError, 'a setting error of lib/config.ts comes out as a UsageError');
+  const e = new UsageError('bad');
+  assert.deepEqual([e.name, e.message, e.usage], ['UsageError', 'bad', '']);
+});
+
+test('dev assertion, dev init and setup: empty flags fall back; a blank NODE_URL is none; their numbers name themselves', () => {
+  const a = command(['dev', 'assertion', 'a@b.c', '--audience', '', '--data-dir', ''], { AUDIENCES: 'http://one', DATA_DIR: '/from-env' });
+  assert.ok(a.kind === 'dev assertion');
+  assert.deepEqual([a.audience, a.dataDir], ['http://one', '/from-env']);
+  usageError(['dev', 'assertion', 'a@b.c', '--audience', 'x', '--ttl', '0'], /^dev assertion: --ttl: must be between 1 and 86400/);
+  assert.deepEqual(command(['dev', 'init', '--trusted-issuers', ''], { DATA_DIR: '/d' }), { kind: 'dev init', dataDir: '/d', trustedIssuersFile: '/d/trusted-issuers.json' });
+  usageError(['setup'], /^setup: --node-url \(or NODE_URL\) is required$/, { INTERNAL_SECRET, NODE_URL: '   ' });
+  usageError(['setup', '--node-url', 'ftp://gw'], /^setup: --node-url: must be an http or https URL/);
+  usageError(['setup', '--node-url', 'http://gw', '--capacity', 'lots'], /^setup: --capacity: must be a whole number/);
+  usageError(['health', 'proxy:80/http://x'], /^health: <target>: must be host:port/);
+  usageError(['health', ''], /^health: <target>: /);
+});
+
+test('next to npm start: the internal and master secrets it generated in DATA_DIR; a broken secrets file is no usage error', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cli-args-dev-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dev = loadOrCreateDevSecrets(dir);
+  const p = parseCli(['users', 'purge'], { DATA_DIR: dir });
+  assert.ok(p.kind === 'run' && p.command.kind === 'users purge');
+  assert.equal(p.globals.auth.internalSecret, dev.internalSecret);
+  assert.deepEqual(p.command.masterSecrets, dev.masterSecrets);
+  writeFileSync(path.join(dir, 'secrets.json'), '{ not json');
+  assert.throws(() => parseCli(['users', 'purge'], { DATA_DIR: dir, INTERNAL_SECRET }), (e: unknown) => e instanceof Error && !(e instanceof UsageError) && /not valid JSON/.test(e.message));
+});
+
+test('help: the texts line by line, and the usage printed with each refusal', () => {
+  const add = COMMANDS.find((c) => c.name === 'nodes add')!;
+  const global = [
+    '  --json                     print machine-readable JSON on stdout',
+    `  --directory HOST:PORT      directory address (default: DIRECTORY_ADDR or 127.0.0.1:50051)`,
+    `  --nodeassign HOST:PORT     nodeassign address (default: NODEASSIGN_ADDR or 127.0.0.1:50052)`,
+    '  --timeout MS               deadline of each call in milliseconds (default 2000)',
+    '  -h, --help                 show help',
+  ];
+  assert.equal(
+    commandHelp(add),
+    [
+      'usage: tokenserver-cli nodes add <app> <url> --capacity N [options]',
+      '',
+      'register an application node.',
+      '',
+      'options:',
+      '  --capacity N               how many users the node may hold',
+      '  --exist-ok                 succeed (and show the node) when it is registered already',
+      '',
+      'global options:',
+      ...global,
+      '',
+    ].join('\n'),
+  );
+  const list = COMMANDS.find((c) => c.name === 'users show')!;
+  assert.equal(commandHelp(list), ['usage: tokenserver-cli users show <app> <email> [options]', '', "show a user's record.", '', 'global options:', ...global, ''].join('\n'));
+  const users = COMMANDS.filter((c) => c.name.startsWith('users '));
+  assert.equal(
+    groupHelp('users'),
+    [
+      'usage: tokenserver-cli users <command> [options]',
+      '',
+      'commands:',
+      ...users.map((c) => `  ${`${c.name} ${c.args.join(' ')}`.trim().padEnd(30)} ${c.summary}`),
+      '',
+      '"tokenserver-cli users <command> --help" for details.',
+      '',
+    ].join('\n'),
+  );
+  assert.equal((parseCli(['users', '--help'], {}) as { text: string }).text, groupHelp('users'));
+  const top = topHelp().split('\n');
+  assert.deepEqual(top.slice(0, 5), ['usage: tokenserver-cli <command> [options]      (npm run cli -- <command>)', '', 'Operator tool for the token server: nodes, users, development helpers, health probes.', '', 'commands:']);
+  assert.equal(top.length, 5 + COMMANDS.length + 2 + global.length + 4);
+  assert.deepEqual(top.slice(-4), ['', 'Exit status: 0 success, 1 failure (service error or unreachable), 2 bad arguments.', '"tokenserver-cli <command> --help" for details.', '']);
+  assert.deepEqual(top.slice(5 + COMMANDS.length, 7 + COMMANDS.length + global.length), ['', 'global options:', ...global]);
+  // With each refusal, the usage that helps: the command's, the group's, or the top one.
+  const missing = refusal(['nodes', 'add', 'sync', 'http://n']);
+  assert.equal(missing.message, 'nodes add: --capacity is required');
+  assert.equal(missing.usage, 'usage: tokenserver-cli nodes add <app> <url> --capacity N [options]\n"tokenserver-cli nodes add --help" for details.\n');
+  const config = refusal(['nodes', 'secret', 'sync', 'https://n.example'], { MASTER_SECRETS: 'm'.repeat(64), TOKEN_SECRETS: 'Master' });
+  assert.match(config.message, /^nodes secret: TOKEN_SECRETS: /);
+  assert.equal(config.usage, 'usage: tokenserver-cli nodes secret <app> <url> [options]\n"tokenserver-cli nodes secret --help" for details.\n');
+  assert.equal(refusal(['users', 'explode']).usage, groupHelp('users'));
+  assert.equal(refusal(['explode']).usage, topHelp());
+});
+
+test('help: every command has a summary and every option a description (and a placeholder when it takes a value), shown in its help', () => {
+  for (const spec of COMMANDS) {
+    assert.ok(spec.summary.length > 0, spec.name);
+    const help = commandHelp(spec);
+    assert.ok(help.includes(`\n${spec.summary}.\n`), spec.name);
+    for (const [name, o] of Object.entries(spec.options)) {
+      assert.ok(o.description.length > 0, `${spec.name} --${name}`);
+      if (o.type === 'string') assert.ok(o.value !== undefined && o.value.length > 0, `${spec.name} --${name}`);
+      assert.ok(help.includes(`  --${name}${o.type === 'string' ? ` ${o.value}` : ''}`) && help.includes(` ${o.description}\n`), `${spec.name} --${name}`);
+    }
+  }
+  const usage = (name: string) => commandHelp(COMMANDS.find((c) => c.name === name)!).split('\n')[0];
+  assert.equal(usage('import'), 'usage: tokenserver-cli import --from URL [options]');
+  assert.equal(usage('setup'), 'usage: tokenserver-cli setup [options]');
+  assert.equal(usage('users purge'), 'usage: tokenserver-cli users purge [options]');
+  assert.match(commandHelp(COMMANDS.find((c) => c.name === 'users purge')!), /keep records replaced more recently than this \(default 7d\)/);
+  assert.equal(parseCli(['users', '--help'], {}).kind, 'help');
+});
+
+test('commands without positional arguments take none; an empty address or target is named as given', () => {
+  usageError(['import', 'x', '--from', 'postgres://u@db/ts'], /^import: unexpected argument "x"$/);
+  usageError(['setup', 'x', '--node-url', 'http://gw'], /^setup: unexpected argument "x"$/);
+  usageError(['dev', 'init', 'x'], /^dev init: unexpected argument "x"$/);
+  usageError(['health', ''], /^health: <target>: must be host:port, .*, got ""$/);
+  usageError(['users', 'show', 'sync', 'a@b.c', '--directory', ''], /^users show: --directory: must be host:port, .*, got ""$/);
 });
