@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { address, DEFAULTS, directoryConfig, domain, gatewayConfig, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeSecrets as nodeSecretsOf, nodeSecretsProblem, nodeType, SAMPLE_SECRETS, secretValue } from './config.js';
+import { address, applications, bool, DEFAULTS, directoryConfig, discoveryUrl, domain, gatewayConfig, int, isLoopbackHost, jwksFile, list, metricsListener, num, parseTrustedIssuers, port, remoteUrlProblem, storeUrl, str, trustedIssuersFile, url, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeSecrets as nodeSecretsOf, nodeSecretsProblem, nodeType, SAMPLE_SECRETS, secretValue } from './config.js';
 import { nodeSecrets } from './token.js';
 import { ConfigError } from './errors.js';
 import { refused } from './testkit.js';
@@ -236,4 +236,137 @@ test('DIRECTORY_ADDR and NODEASSIGN_ADDR: host:port, dns:///host:port (every rep
   for (const v of ok) assert.equal(address({ DIRECTORY_ADDR: v }, 'DIRECTORY_ADDR', ''), v);
   const bad = ['directory', 'dns:///directory', 'dns://8.8.8.8/directory:1', 'ipv4:', 'ipv4:127.0.0.1:1,', 'ipv4:127.0.0.1', 'http://directory:50051', 'unix:/tmp/x.sock', 'directory:50051,other:1'];
   for (const v of bad) assert.throws(() => address({ DIRECTORY_ADDR: v }, 'DIRECTORY_ADDR', ''), /DIRECTORY_ADDR: must be host:port, dns:\/\/\/host:port or ipv4:host:port,host:port/, v);
+});
+
+// ---- found missing by mutation testing (npm run mutation -- lib/config.ts): the parsers at their edges ----
+
+/** `fn` stops with exactly `message` (the variable's name first). */
+function refusedWith(fn: () => unknown, variable: string, message: string): void {
+  refused(fn, variable);
+  assert.throws(fn, (e: Error) => e.message === `${variable}: ${message}`);
+}
+
+test('str and list: unset or blank is the fallback, or required without one; values trimmed', () => {
+  assert.equal(str({ X: '  ' }, 'X', 'fb'), 'fb');
+  assert.equal(str({}, 'X', 'fb'), 'fb');
+  assert.equal(str({ X: ' v ' }, 'X'), 'v');
+  refusedWith(() => str({ X: ' ' }, 'X'), 'X', 'is required');
+  assert.deepEqual(list({ X: ' a, ,b ,' }, 'X', 'z'), ['a', 'b']);
+  assert.deepEqual(list({}, 'X', 'z,y'), ['z', 'y']);
+});
+
+test('int, num and port: blank is the fallback; the bounds are inclusive; anything else is refused, quoting it', () => {
+  assert.equal(int({ X: ' ' }, 'X', 9), 9);
+  assert.equal(int({ X: ' 42 ' }, 'X', 9), 42);
+  assert.equal(int({ X: '1' }, 'X', 0, 1, 5), 1);
+  assert.equal(int({ X: '5' }, 'X', 0, 1, 5), 5);
+  refusedWith(() => int({ X: '0' }, 'X', 0, 1, 5), 'X', 'must be between 1 and 5, got 0');
+  refusedWith(() => int({ X: '6' }, 'X', 0, 1, 5), 'X', 'must be between 1 and 5, got 6');
+  refusedWith(() => int({ X: '1.5' }, 'X', 0), 'X', 'must be a whole number, got "1.5"');
+  assert.equal(num({ X: ' ' }, 'X', 0.5, 0, 10), 0.5);
+  assert.equal(num({ X: ' 2.5 ' }, 'X', 0, 0, 10), 2.5);
+  assert.equal(num({ X: '0' }, 'X', 1, 0, 10), 0);
+  assert.equal(num({ X: '10' }, 'X', 1, 0, 10), 10);
+  for (const bad of ['-0.1', '10.5', 'abc', 'Infinity', 'NaN']) refusedWith(() => num({ X: bad }, 'X', 1, 0, 10), 'X', `must be a number between 0 and 10, got ${JSON.stringify(bad)}`);
+  assert.equal(port({}, 'P', 8000), 8000);
+  assert.equal(port({ P: '65535' }, 'P', 8000), 65535);
+  assert.equal(port({ P: '0' }, 'P', 8000), 0);
+  refusedWith(() => port({ P: '65536' }, 'P', 8000), 'P', 'must be between 0 and 65535, got 65536');
+});
+
+test('bool: 1/true/yes/on and 0/false/no/off in any case and spacing; blank is the fallback; anything else refused', () => {
+  for (const yes of ['1', 'true', 'yes', 'on', 'TRUE', ' On ']) assert.equal(bool({ B: yes }, 'B', false), true, yes);
+  for (const no of ['0', 'false', 'no', 'off', 'FALSE', ' Off ']) assert.equal(bool({ B: no }, 'B', true), false, no);
+  assert.equal(bool({ B: ' ' }, 'B', true), true);
+  assert.equal(bool({}, 'B', false), false);
+  refusedWith(() => bool({ B: 'maybe' }, 'B', false), 'B', 'must be true or false, got "maybe"');
+  refusedWith(() => bool({ B: 'y' }, 'B', false), 'B', 'must be true or false, got "y"');
+});
+
+test('domain and url at their edges: 253 characters, one-letter labels; a fragment alone; trailing slashes', () => {
+  const label = 'a'.repeat(63);
+  const long = [label, label, label, 'b'.repeat(61)].join('.');
+  assert.equal(long.length, 253);
+  assert.equal(domain({ D: long }, 'D', 'x'), long);
+  refusedWith(() => domain({ D: `${long}c` }, 'D', 'x'), 'D', `must be a domain name, got ${JSON.stringify(`${long}c`)}`);
+  assert.equal(domain({ D: 'a.b.c' }, 'D', 'x'), 'a.b.c');
+  assert.equal(url({ U: 'http://n.example/a//' }, 'U'), 'http://n.example/a');
+  assert.equal(url({ U: 'https://n.example' }, 'U'), 'https://n.example');
+  refusedWith(() => url({ U: 'n.example' }, 'U'), 'U', 'must be an absolute URL, got "n.example"');
+  refusedWith(() => url({ U: 'ftp://n.example' }, 'U'), 'U', 'must be an http or https URL');
+  refusedWith(() => url({ U: 'http://n.example/#f' }, 'U'), 'U', 'must not carry a query or fragment');
+  refusedWith(() => url({ U: 'http://n.example/?q' }, 'U'), 'U', 'must not carry a query or fragment');
+});
+
+test('*_FILE: a blank one is unset; the direct value trimmed; an unreadable file named with its error code', () => {
+  assert.equal(secretValue({ S: ' v ', S_FILE: '  ' }, 'S'), 'v');
+  refusedWith(() => secretValue({ S_FILE: '/nonexistent/secret-file' }, 'S'), 'S_FILE', 'cannot read /nonexistent/secret-file: ENOENT');
+});
+
+test('APPLICATIONS: name/version items of letters, digits, _ and - (versions also .); none at all is refused', () => {
+  assert.deepEqual([...applications({ APPLICATIONS: 'my_app-2/1.0_b-c,my_app-2/2' }).entries()].map(([k, v]) => [k, [...v]]), [['my_app-2', ['1.0_b-c', '2']]]);
+  for (const bad of ['sync/1.5/x', 'sy nc/1', '/1.5', 'sync/', 'sync', 'x/1.5 beta']) {
+    refusedWith(() => applications({ APPLICATIONS: bad }), 'APPLICATIONS', `expected name/version, got ${JSON.stringify(bad)}`);
+  }
+  refusedWith(() => applications({ APPLICATIONS: ' , ' }), 'APPLICATIONS', 'must name at least one application');
+});
+
+test('STORE_URL: SQLite under DATA_DIR by default; mongodb://, mongodb+srv:// or sqlite:<path>; refused without its password', () => {
+  assert.equal(storeUrl({}), `sqlite:${path.join('./data', 'tokenserver.db')}`);
+  assert.equal(storeUrl({ DATA_DIR: '/var/ts' }), 'sqlite:/var/ts/tokenserver.db');
+  for (const ok of ['mongodb://h/db', 'mongodb+srv://h/db', 'sqlite:/x.db']) assert.equal(storeUrl({ STORE_URL: ok }), ok);
+  refusedWith(() => storeUrl({ STORE_URL: 'sqlite:' }), 'STORE_URL', 'must start with mongodb:// or sqlite:, got "sqlite:"');
+  refusedWith(() => storeUrl({ STORE_URL: 'postgres://u:pw@h/db' }), 'STORE_URL', 'must start with mongodb:// or sqlite:, got "h/db"');
+  refusedWith(() => storeUrl({ STORE_URL: 'x-mongodb://h/db' }), 'STORE_URL', 'must start with mongodb:// or sqlite:, got "x-mongodb://h/db"');
+});
+
+test('metrics listeners: none unless their port is set; then METRICS_HOST (default loopback) and that port', () => {
+  assert.equal(metricsListener({}, 'X_METRICS_PORT'), undefined);
+  assert.equal(metricsListener({ X_METRICS_PORT: ' ' }, 'X_METRICS_PORT'), undefined);
+  assert.deepEqual(metricsListener({ X_METRICS_PORT: '9100' }, 'X_METRICS_PORT'), { host: '127.0.0.1', port: 9100 });
+  assert.deepEqual(metricsListener({ X_METRICS_PORT: '9100', METRICS_HOST: '0.0.0.0' }, 'X_METRICS_PORT'), { host: '0.0.0.0', port: 9100 });
+});
+
+test('key files (OAUTH_JWKS, TRUSTED_ISSUERS): unreadable, not JSON, no keys, a key that is no JWK: each refusal says which', () => {
+  withTempDir((dir) => {
+    const file = (name: string, text: string) => {
+      const f = path.join(dir, name);
+      writeFileSync(f, text);
+      return f;
+    };
+    const jwk = { kty: 'EC', crv: 'P-256', x: 'x', y: 'y' };
+    assert.deepEqual(jwksFile({ K: file('ok.json', JSON.stringify({ keys: [jwk] })) }, 'K'), [jwk]);
+    const missing = path.join(dir, 'missing.json');
+    refused(() => jwksFile({ K: missing }, 'K'), 'K', new RegExp(`^K: cannot read ${missing}: ENOENT`));
+    refusedWith(() => jwksFile({ K: file('bad.json', '{') }, 'K'), 'K', `${path.join(dir, 'bad.json')} is not valid JSON`);
+    for (const [name, doc] of [['null.json', 'null'], ['none.json', '{}'], ['empty.json', '{"keys": []}'], ['object.json', '{"keys": {"kty": "EC"}}']] as const) {
+      refusedWith(() => jwksFile({ K: file(name, doc) }, 'K'), 'K', `${path.join(dir, name)} must be {"keys": [JWK, …]} with at least one key`);
+    }
+    for (const key of ['7', 'null', '{}', '{"kty": 7}']) {
+      refusedWith(() => jwksFile({ K: file('key.json', `{"keys": [${JSON.stringify(jwk)}, ${key}]}`) }, 'K'), 'K', 'every key must be a JWK with "kty"');
+    }
+    refused(() => trustedIssuersFile({ TRUSTED_ISSUERS: missing }), 'TRUSTED_ISSUERS', new RegExp(`^TRUSTED_ISSUERS: cannot read ${missing}: ENOENT`));
+    refusedWith(() => trustedIssuersFile({ TRUSTED_ISSUERS: file('ti.json', '[') }), 'TRUSTED_ISSUERS', `${path.join(dir, 'ti.json')} is not valid JSON`);
+    assert.deepEqual([...trustedIssuersFile({ TRUSTED_ISSUERS: file('ti-ok.json', JSON.stringify({ 'idp.example': { keys: [jwk] } })) }).keys()], ['idp.example']);
+  });
+  const key = { kty: 'EC' };
+  refusedWith(() => parseTrustedIssuers([]), 'TRUSTED_ISSUERS', 'must be a JSON object {"<issuer>": {"keys": [JWK, …], "domains": ["<e-mail domain>", …]}}');
+  refusedWith(() => parseTrustedIssuers({ 'idp.example': null }), 'TRUSTED_ISSUERS', 'issuer idp.example: "keys" must be a non-empty array');
+  refusedWith(() => parseTrustedIssuers({ 'idp.example': { keys: [7] } }), 'TRUSTED_ISSUERS', 'issuer idp.example: every key must be a JWK with "kty" or a BrowserID key with "algorithm"');
+  refusedWith(() => parseTrustedIssuers({ 'idp.example/x': { keys: [key] } }, 'X'), 'X', 'issuer idp.example/x: not a host name, so "domains" must list what it may certify');
+  refusedWith(() => parseTrustedIssuers({ 'idp.example': { keys: [key], domains: [] } }), 'TRUSTED_ISSUERS', 'issuer idp.example: "domains" must be a non-empty array (["*"] for any domain)');
+  refusedWith(() => parseTrustedIssuers({ 'idp.example': { keys: [key], domains: ['a b'] } }), 'TRUSTED_ISSUERS', 'issuer idp.example: every domain must be a domain name or "*" (subdomains are not matched: list each), got "a b"');
+  assert.deepEqual(parseTrustedIssuers({ 'idp.example': { keys: [key], domains: ['x'.repeat(255)] } }).get('idp.example')?.domains, ['x'.repeat(255)], '255 characters is a domain');
+});
+
+test('remote key URLs: a user or a password alone is refused; loopback is 127.a.b.c with 1 to 3 digits each; trailing slashes of an issuer', () => {
+  assert.equal(remoteUrlProblem('https://user@accounts.example/'), 'must not carry a user or password');
+  assert.equal(remoteUrlProblem('https://:pw@accounts.example/'), 'must not carry a user or password');
+  assert.equal(remoteUrlProblem('not a url'), 'is not a URL: "not a url"');
+  assert.equal(remoteUrlProblem(` ${'x'.repeat(300)}`), `is not a URL: ${JSON.stringify(` ${'x'.repeat(199)}`)}`);
+  assert.ok(isLoopbackHost('127.100.200.254'));
+  assert.ok(!isLoopbackHost('127.1000.0.1'));
+  assert.ok(!isLoopbackHost('127.0.0.1000'));
+  assert.ok(!isLoopbackHost('x127.0.0.1'));
+  assert.equal(discoveryUrl('https://idp.example//'), 'https://idp.example/.well-known/openid-configuration');
 });
