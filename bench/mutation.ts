@@ -25,6 +25,7 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'cli/args.ts': ['cli/args.test.ts'],
   'cli/import-rules.ts': ['cli/import-rules.test.ts'],
   'lib/client-error.ts': ['lib/client-error.test.ts'],
+  'sdk/policy.ts': ['sdk/policy.test.ts'],
   'lib/config.ts': ['lib/config.test.ts', 'lib/config-issuers.test.ts', 'lib/config-jwks.test.ts', 'lib/allow-list.test.ts'],
   // The primary's and the workers' code: the workers run in the login processes tests/login-workers.test.ts
   // starts, and in tests/worker-set.test.ts's program.

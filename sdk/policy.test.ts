@@ -154,3 +154,43 @@ test('verifyTimestampMac accepts the server MAC of ts with our key only', () => 
   assert.equal(verifyTimestampMac(key, { ...challenge, ts: challenge.ts + 600 }), false);
   assert.equal(verifyTimestampMac(key, { ...challenge, tsm: challenge.tsm.slice(1) }), false);
 });
+
+// ---- found missing by mutation testing (npm run mutation -- sdk/policy.ts) ----
+
+test('edges: a 503 and a backoff ending together refuse as unavailable; an offset exactly at the tolerance is kept', () => {
+  assert.deepEqual(nextStep(undefined, { backoffUntil: 5000, unavailableUntil: 5000 }, 1000), { kind: 'unavailable', retryAfter: 4 });
+  // The server's mid-second is 10 500 ms; local 8500 + offset 0 is 2000 ms from it.
+  assert.equal(correctedOffset(10, 8500, 0), 0);
+  assert.equal(correctedOffset(10, 8499, 0), 2001);
+});
+
+test('parseRetryAfter: a signed or dotted number with spaces before it is neither seconds nor a date', () => {
+  for (const bad of [' -5', ' +5', ' .5', '\t-1']) assert.equal(parseRetryAfter(bad, 0), undefined, JSON.stringify(bad));
+});
+
+test('parseTokenBody: an empty id, a key that is no string, an api_endpoint that is not http(s) at its start; hashalg and hashed_fxa_uid kept', () => {
+  const body = { id: 'i', key: 'k', uid: 1, api_endpoint: 'https://n.example/1.5/1', duration: 3600, hashalg: 'sha256' };
+  assert.equal(parseTokenBody({ ...body, id: '' }), null);
+  assert.equal(parseTokenBody({ ...body, api_endpoint: 'ftp://n.example/https://x' }), null);
+  assert.equal(parseTokenBody(body)?.hashalg, 'sha256');
+  assert.equal(parseTokenBody({ ...body, hashalg: 7 })?.hashalg, undefined);
+  assert.equal(parseTokenBody({ ...body, key: 7 }), null);
+  assert.equal(parseTokenBody({ ...body, api_endpoint: [body.api_endpoint] }), null, 'an array whose text is a URL');
+  assert.equal(parseTokenBody({ ...body, hashed_fxa_uid: 'abc' })?.hashed_fxa_uid, 'abc');
+  assert.equal(parseTokenBody({ ...body, hashed_fxa_uid: 7 })?.hashed_fxa_uid, undefined);
+});
+
+test('resolveUrl: a colon inside a path is no scheme; every trailing and leading slash dropped; a fragment stays on the endpoint', () => {
+  const api = 'https://n.example/1.5/7';
+  assert.equal(resolveUrl(api, 'storage/a:b'), `${api}/storage/a:b`);
+  assert.equal(resolveUrl(`${api}//`, 'storage'), `${api}/storage`);
+  assert.equal(resolveUrl(api, '//storage'), `${api}/storage`);
+  assert.equal(resolveUrl(api, '#frag'), `${api}#frag`);
+});
+
+test('parseHawkChallenge: the first of a repeated attribute counts; ts is digits only, at most 15', () => {
+  assert.deepEqual(parseHawkChallenge('Hawk ts="5", tsm="m", ts="9", tsm="n"'), { ts: 5, tsm: 'm' });
+  assert.equal(parseHawkChallenge('Hawk ts="5x", tsm="m"'), null);
+  assert.equal(parseHawkChallenge(`Hawk ts="${'1'.repeat(16)}", tsm="m"`), null);
+  assert.deepEqual(parseHawkChallenge(`Hawk ts="${'1'.repeat(15)}", tsm="m"`), { ts: 111_111_111_111_111, tsm: 'm' });
+});
