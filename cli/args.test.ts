@@ -292,7 +292,8 @@ test('every command resolves the addresses of the backends it calls, and needs I
     [['dev', 'init'], []],
     [['health', '127.0.0.1:1'], []],
   ];
-  assert.deepEqual(cases.map(([argv]) => (run(argv, master).command.kind === 'nodes update' ? `nodes ${argv[1]}` : run(argv, master).command.kind)).sort(), COMMANDS.map((c) => c.name).sort(), 'every command once');
+  const named = (argv: string[]) => COMMANDS.map((c) => c.name).find((name) => `${argv.join(' ')} `.startsWith(`${name} `));
+  assert.deepEqual(cases.map(([argv]) => named(argv)).sort(), COMMANDS.map((c) => c.name).sort(), 'every command once');
   for (const [argv, backends] of cases) {
     const p = run(argv, master);
     assert.deepEqual(Object.keys(p.globals.addrs).sort(), backends, argv.join(' '));
