@@ -98,7 +98,7 @@ export function allocationSites(head: SamplingNode, top = 15): { total: number; 
 /** Run in the login process (--import): SIGUSR2 starts the sampling heap profiler, the next one writes its profile to ALLOC_PROFILE_OUT. */
 const SAMPLER_SOURCE = `
 import inspector from 'node:inspector';
-import { writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 const session = new inspector.Session();
 session.connect();
 const post = (method, params = {}) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))));
@@ -112,7 +112,7 @@ process.on('SIGUSR2', async () => {
   }
   const { profile } = await post('HeapProfiler.stopSampling');
   writeFileSync(process.env.ALLOC_PROFILE_OUT + '.partial', JSON.stringify(profile));
-  (await import('node:fs')).renameSync(process.env.ALLOC_PROFILE_OUT + '.partial', process.env.ALLOC_PROFILE_OUT);
+  renameSync(process.env.ALLOC_PROFILE_OUT + '.partial', process.env.ALLOC_PROFILE_OUT);
 });
 `;
 
