@@ -363,6 +363,18 @@ test('health Watch places: a cancelled watch frees exactly one place, and refuse
   }
 });
 
+/** The status code of a GetUser call carrying exactly `md`, through a client that adds no secret of its own (0: answered). */
+async function rawGetUserCode(port: number, md: grpc.Metadata): Promise<number> {
+  const raw = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  try {
+    return await new Promise<number>((resolve) =>
+      raw.makeUnaryRequest('/tokenserver.directory.v1.Directory/GetUser', (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), md, (err) => resolve(err ? err.code : 0)),
+    );
+  } finally {
+    raw.close();
+  }
+}
+
 test('the internal secret sent twice is refused, even when the first is right', async () => {
   const temp = tempStoreUrl('grpc-secret-twice-');
   const running = await startDirectory({ storeUrl: temp.storeUrl, port: 0, auth: TEST_AUTH });
@@ -371,19 +383,7 @@ test('the internal secret sent twice is refused, even when the first is right', 
     const md = new grpc.Metadata();
     md.add(INTERNAL_SECRET_HEADER, TEST_AUTH.internalSecret);
     md.add(INTERNAL_SECRET_HEADER, TEST_AUTH.internalSecret);
-    const raw = new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure());
-    const code = await new Promise<number>((resolve) =>
-      raw.makeUnaryRequest(
-        '/tokenserver.directory.v1.Directory/GetUser',
-        (x: Buffer) => x,
-        (x: Buffer) => x,
-        Buffer.alloc(0),
-        md,
-        (err) => resolve(err ? err.code : 0),
-      ),
-    );
-    raw.close();
-    assert.equal(code, grpc.status.UNAUTHENTICATED);
+    assert.equal(await rawGetUserCode(running.port, md), grpc.status.UNAUTHENTICATED);
     // The client's own one secret is served (GetUser of nobody: 404, not UNAUTHENTICATED).
     await assert.rejects(call(client, client.getUser, { service: 'sync', email: 'nobody@example.com' }, { deadlineMs: 5000, retryAfter: 1 }), RecordNotFound);
   } finally {
@@ -549,15 +549,12 @@ test("the server's refusals are logged at warn: the method, the peer, why; never
   const { log, lines } = capturedLog();
   const running = await startServer([{ definition: DirectoryService, name: 'x', implementation: {} }], '127.0.0.1', 0, TEST_AUTH, log);
   const { client, streams, watch } = healthWatcher(running.port);
-  const raw = new grpc.Client(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure());
   const wrongSecret = 'a-wrong-secret-that-must-not-be-logged';
-  const getUser = (md: grpc.Metadata) =>
-    new Promise<number>((resolve) => raw.makeUnaryRequest('/tokenserver.directory.v1.Directory/GetUser', (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), md, (err) => resolve(err ? err.code : 0)));
   try {
-    assert.equal(await getUser(new grpc.Metadata()), grpc.status.UNAUTHENTICATED);
+    assert.equal(await rawGetUserCode(running.port, new grpc.Metadata()), grpc.status.UNAUTHENTICATED);
     const wrong = new grpc.Metadata();
     wrong.set(INTERNAL_SECRET_HEADER, wrongSecret);
-    assert.equal(await getUser(wrong), grpc.status.UNAUTHENTICATED);
+    assert.equal(await rawGetUserCode(running.port, wrong), grpc.status.UNAUTHENTICATED);
     for (let i = 0; i < MAX_HEALTH_WATCHES_PER_PEER; i++) assert.deepEqual(await watch(), { status: 'SERVING' });
     assert.deepEqual(await watch(), { code: grpc.status.RESOURCE_EXHAUSTED });
     const refusals = lines.filter((l) => String(l.msg).startsWith('rpc refused'));
@@ -577,7 +574,6 @@ test("the server's refusals are logged at warn: the method, the peer, why; never
   } finally {
     for (const s of streams) s.cancel();
     client.close();
-    raw.close();
     await running.close();
   }
 });
