@@ -26,7 +26,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { BUILD_DIR, buildServices, ROOT, SOURCES } from './build.js';
+import { BUILD_DIR, buildServices, ROOT, SERVICE_SOURCES } from './build.js';
 import { measureGateways } from './gateway.js';
 import { schemeRound as round, startLoginStack, type LoginStack, type Scheme, type SchemeRound } from './login.js';
 import { mongoServer, withDatabase } from './mongo-server.js';
@@ -44,9 +44,10 @@ export function buildVariant(variantDir: string, replace: Record<string, string>
   }
   const tree = mkdtempSync(path.join(tmpdir(), 'bench-ref-'));
   try {
-    const archive = execFileSync('git', ['-C', ROOT, 'archive', ref, '--', 'proto', ...SOURCES], { maxBuffer: 256 * 1024 * 1024 });
+    // The services alone: an older commit may lack a baseline of today's bench/.
+    const archive = execFileSync('git', ['-C', ROOT, 'archive', ref, '--', 'proto', ...SERVICE_SOURCES], { maxBuffer: 256 * 1024 * 1024 });
     execFileSync('tar', ['-x', '-C', tree], { input: archive });
-    buildServices(variantDir, replace, SOURCES, tree);
+    buildServices(variantDir, replace, SERVICE_SOURCES, tree);
   } finally {
     rmSync(tree, { recursive: true, force: true });
   }

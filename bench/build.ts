@@ -12,7 +12,10 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** Where the transpiled tree goes (dist/ is ignored by git). */
 export const BUILD_DIR = path.join(ROOT, 'dist', 'bench');
-export const SOURCES = ['lib', 'services', 'bench/bare-koa.ts'];
+/** The services' sources: what bench/ab.ts --b-ref takes from another commit. */
+export const SERVICE_SOURCES = ['lib', 'services'];
+/** With the baselines the benchmarks start beside them. */
+export const SOURCES = [...SERVICE_SOURCES, 'bench/bare-koa.ts', 'bench/floor-login.ts'];
 
 function sourceFiles(rel: string, root: string): string[] {
   const abs = path.join(root, rel);

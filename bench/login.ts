@@ -9,7 +9,7 @@ import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Env } from '../lib/config.js';
 import type { BenchResult, BenchRow } from './gateway.js';
-import { addNodes, bearerFixture, loginFixture, NODE_URL, type UserKeyAlg } from './fixtures.js';
+import { addNodes, bearerFixture, loginFixture, NODE_URL, type BearerFixture, type UserKeyAlg } from './fixtures.js';
 import type { LoadResult } from './load.js';
 import { median, runLoad, startBareKoa, startDirectory, startLoginService, startNodeAssign, stopAll, type Service } from './proc.js';
 
@@ -48,6 +48,8 @@ export interface LoginStack {
   freshRequests(count: number): string;
   /** Likewise with Bearer access tokens (bench/fixtures.ts bearerFixture); only on a stack started with `bearer`. */
   freshBearerRequests?(count: number): Promise<string>;
+  /** The OAuth key those tokens are signed with and the METRICS_HASH_SECRET login has; only with `bearer`. */
+  bearerKeys?: { publicJwk: BearerFixture['publicJwk']; metricsHashSecret: string };
   users: number;
   close(): Promise<void>;
 }
@@ -95,7 +97,9 @@ export async function startLoginStack(
       login,
       url,
       freshRequests: (count) => fixture.freshRequests(count),
-      ...(bearer ? { freshBearerRequests: (count: number) => bearer.freshRequests(count) } : {}),
+      ...(bearer
+        ? { freshBearerRequests: (count: number) => bearer.freshRequests(count), bearerKeys: { publicJwk: bearer.publicJwk, metricsHashSecret: bearer.env.METRICS_HASH_SECRET! } }
+        : {}),
       users: o.users,
       close,
     };

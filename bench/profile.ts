@@ -19,7 +19,7 @@ interface ProfileNode {
   hitCount?: number;
   children?: number[];
 }
-interface CpuProfile {
+export interface CpuProfile {
   nodes: ProfileNode[];
   startTime: number;
   endTime: number;
@@ -82,6 +82,28 @@ export function hotspots(profile: CpuProfile, top = 15, lastSeconds = Infinity):
       .slice(0, top)
       .map(([name, n]) => ({ name, selfPercent: Math.round((1000 * n) / busy) / 10 }));
   return { functions: ranked(byFunction), areas: ranked(byArea), idlePercent: Math.round((1000 * idle) / total) / 10 };
+}
+
+/**
+ * Self time per area in µs, idle excluded: each area's samples times the
+ * profile's mean sampling interval (as hotspots() counts them). With `from`,
+ * only the samples taken at or after it (µs on the profile's clock, which is
+ * CLOCK_MONOTONIC, process.hrtime's in any process of the machine).
+ */
+export function selfMicrosByArea(profile: CpuProfile, from = -Infinity): Map<string, number> {
+  const interval = profile.samples.length === 0 ? 0 : (profile.endTime - profile.startTime) / profile.samples.length;
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const out = new Map<string, number>();
+  let t = profile.startTime;
+  for (const [i, id] of profile.samples.entries()) {
+    t += profile.timeDeltas?.[i] ?? 0;
+    if (t < from) continue;
+    const { functionName, url } = nodes.get(id)!.callFrame;
+    if (functionName === '(idle)') continue;
+    const a = functionName === '(garbage collector)' ? '(garbage collector)' : area(url);
+    out.set(a, (out.get(a) ?? 0) + interval);
+  }
+  return out;
 }
 
 export async function profileLogin(o: {
