@@ -3,9 +3,12 @@
 // RS256 signature and the claims a token needs (node:crypto, the key imported
 // once), reads X-KeyID, derives hashed_fxa_uid and hashed_device_id and mints
 // the tokenlib token with lib/token.ts, and answers the token's JSON with the
-// headers login sends. No gRPC hop (the uid is the account's index), no access
-// line, no metrics, no error handler beyond Koa's. Its ready line is like the
-// services', so bench/proc.ts starts it alike.
+// headers login sends. No access line, no metrics, no error handler beyond
+// Koa's. With FLOOR_DIRECTORY_ADDR it takes the user's record from that
+// directory through login's own LoginStream client (services/login/backends.ts):
+// the hop the gRPC split costs. Without it, no hop: the uid is the account's
+// index (bench/fixtures.ts names Bearer accounts bearer<i>). Its ready line is
+// like the services', so bench/proc.ts starts it alike.
 import Router from '@koa/router';
 import Koa from 'koa';
 import { createPublicKey, verify, type JsonWebKey } from 'node:crypto';

@@ -1,4 +1,4 @@
-// What a Bearer login costs at the least, beside what ours costs: three servers
+// What a Bearer login costs at the least, beside what ours costs: four servers
 // under the same fresh RS256 access tokens, in alternating windows, each one
 // process on node's production flags for login:
 //   - bare Koa: a hello-world JSON answer (bench/bare-koa.ts), the frame alone;
