@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { address, applications, bool, DEFAULTS, directoryConfig, discoveryUrl, domain, gatewayConfig, int, isLoopbackHost, jwksFile, list, metricsListener, num, parseTrustedIssuers, port, remoteUrlProblem, storeUrl, str, trustedIssuersFile, url, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeSecrets as nodeSecretsOf, nodeSecretsProblem, nodeType, SAMPLE_SECRETS, secretValue } from './config.js';
+import { address, applications, bool, DEFAULTS, demoAppConfig, demoClientConfig, directoryConfig, discoveryUrl, domain, gatewayConfig, int, isLoopbackHost, jwksFile, list, metricsListener, num, parseTrustedIssuers, port, remoteUrlProblem, storeUrl, str, trustedIssuersFile, url, grpcTls, internalSecret, loginConfig, loginWorkers, masterSecrets, masterSecretsProblem, nodeAssignConfig, nodeSecrets as nodeSecretsOf, nodeSecretsProblem, nodeType, nonceStore, SAMPLE_SECRETS, secretValue, bearerConfig, webhookConfig } from './config.js';
 import { nodeSecrets } from './token.js';
 import { ConfigError } from './errors.js';
 import { refused } from './testkit.js';
@@ -369,4 +369,176 @@ test('remote key URLs: a user or a password alone is refused; loopback is 127.a.
   assert.ok(!isLoopbackHost('127.0.0.1000'));
   assert.ok(!isLoopbackHost('x127.0.0.1'));
   assert.equal(discoveryUrl('https://idp.example//'), 'https://idp.example/.well-known/openid-configuration');
+});
+
+// ---- found missing by mutation testing (npm run mutation -- lib/config.ts): each service's own settings ----
+
+/** What every builder below needs set, so that one variable at a time can be checked. */
+const MASTER = 'm'.repeat(64);
+const INTERNAL = secret();
+const builders = {
+  directory: (env: Record<string, string>) => directoryConfig({ INTERNAL_SECRET: INTERNAL, ...env }),
+  nodeassign: (env: Record<string, string>) => nodeAssignConfig({ INTERNAL_SECRET: INTERNAL, ...env }),
+  // An empty issuer map and no Bearer: no login scheme check in the way.
+  login: (env: Record<string, string>) => loginConfig({ INTERNAL_SECRET: INTERNAL, ...env }, { masterSecrets: [MASTER], trustedIssuers: new Map() }),
+  gateway: (env: Record<string, string>) => gatewayConfig({ NODE_URL: 'https://node.example', UPSTREAM_URL: 'http://127.0.0.1:9000', ...env }, { masterSecrets: [MASTER] }),
+};
+
+type Builder = keyof typeof builders;
+type Built<K extends Builder> = ReturnType<(typeof builders)[K]>;
+/** A setting of one builder's config: `read` builds it from an environment and reads the setting. */
+const setting = <K extends Builder>(builder: K, variable: string, read: (c: Built<K>) => unknown) => ({
+  what: `${builder} ${variable}`,
+  variable,
+  read: (env: Record<string, string>) => read(builders[builder](env) as Built<K>),
+});
+
+/** Each bounded setting: its default, least and most (integers unless `step` says otherwise). */
+const BOUNDED: Array<{ s: ReturnType<typeof setting>; fallback: number; least: number; most: number; step?: number }> = [
+  { s: setting('directory', 'CLIENT_STATE_CHANGES_PER_DAY', (c) => c.clientStateChangesPerDay), fallback: 10, least: 1, most: 10_000 },
+  { s: setting('nodeassign', 'RELEASE_RATE', (c) => c.releaseRate), fallback: 0.1, least: 0.0001, most: 1, step: 0.00001 },
+  { s: setting('login', 'TOKEN_DURATION', (c) => c.tokenDuration), fallback: 3600, least: 1, most: 86_400 * 30 },
+  { s: setting('login', 'ASSERTION_SKEW', (c) => c.assertionSkew), fallback: 60, least: 0, most: 3600 },
+  { s: setting('login', 'MAX_ASSERTION_LIFETIME', (c) => c.maxAssertionLifetime), fallback: 600, least: 1, most: 86_400 * 365 },
+  { s: setting('login', 'MAX_CERTIFICATE_LIFETIME', (c) => c.maxCertificateLifetime), fallback: 86_400, least: 1, most: 86_400 * 365 },
+  { s: setting('login', 'GRPC_DEADLINE_MS', (c) => c.grpcDeadlineMs), fallback: 2000, least: 50, most: 60_000 },
+  { s: setting('login', 'RETRY_AFTER', (c) => c.retryAfter), fallback: 10, least: 1, most: 86_400 },
+  { s: setting('login', 'RETRY_AFTER', (c) => c.overload.retryAfter), fallback: 10, least: 1, most: 86_400 },
+  { s: setting('login', 'BACKOFF_SECONDS', (c) => c.overload.backoffSeconds), fallback: 30, least: 1, most: 86_400 },
+  { s: setting('login', 'BACKOFF_LOOP_DELAY_MS', (c) => c.overload.backoffLoopDelayMs), fallback: 500, least: 0, most: 60_000 },
+  { s: setting('gateway', 'HAWK_SKEW', (c) => c.hawkSkew), fallback: 60, least: 1, most: 86_400 },
+  { s: setting('gateway', 'NONCE_CACHE_SIZE', (c) => c.nonceCacheSize), fallback: 1_000_000, least: 100, most: 10_000_000 },
+  { s: setting('gateway', 'RETRY_AFTER', (c) => c.retryAfter), fallback: 10, least: 1, most: 86_400 },
+  { s: setting('gateway', 'HASH_BODY_LIMIT', (c) => c.hashBodyLimit), fallback: 1_048_576, least: 1, most: 2 ** 30 },
+  { s: setting('gateway', 'UPSTREAM_CONNECT_TIMEOUT_MS', (c) => c.upstreamConnectTimeoutMs), fallback: 2000, least: 10, most: 600_000 },
+  { s: setting('gateway', 'UPSTREAM_TIMEOUT_MS', (c) => c.upstreamTimeoutMs), fallback: 30_000, least: 10, most: 3_600_000 },
+];
+
+test("each service's bounded settings: the default when unset, both bounds accepted, one step beyond either refused by name", () => {
+  for (const { s, fallback, least, most, step = 1 } of BOUNDED) {
+    assert.equal(s.read({}), fallback, s.what);
+    assert.equal(s.read({ [s.variable]: String(least) }), least, s.what);
+    assert.equal(s.read({ [s.variable]: String(most) }), most, s.what);
+    refused(() => s.read({ [s.variable]: String(least - step) }), s.variable);
+    refused(() => s.read({ [s.variable]: String(most + step) }), s.variable);
+  }
+});
+
+test("each service's ports, host and other settings: the default when unset, the variable's value when set", () => {
+  const cases: Array<{ s: ReturnType<typeof setting>; fallback: unknown; value: string; expected: unknown }> = [
+    { s: setting('directory', 'DIRECTORY_PORT', (c) => c.port), fallback: 50051, value: '6001', expected: 6001 },
+    { s: setting('directory', 'BIND_HOST', (c) => c.host), fallback: '127.0.0.1', value: '0.0.0.0', expected: '0.0.0.0' },
+    { s: setting('directory', 'DIRECTORY_METRICS_PORT', (c) => c.metrics?.port), fallback: undefined, value: '9101', expected: 9101 },
+    { s: setting('nodeassign', 'NODEASSIGN_PORT', (c) => c.port), fallback: 50052, value: '6002', expected: 6002 },
+    { s: setting('nodeassign', 'BIND_HOST', (c) => c.host), fallback: '127.0.0.1', value: '::', expected: '::' },
+    { s: setting('nodeassign', 'NODEASSIGN_METRICS_PORT', (c) => c.metrics?.port), fallback: undefined, value: '9102', expected: 9102 },
+    { s: setting('login', 'LOGIN_PORT', (c) => c.port), fallback: 8000, value: '6003', expected: 6003 },
+    { s: setting('login', 'BIND_HOST', (c) => c.host), fallback: '127.0.0.1', value: '0.0.0.0', expected: '0.0.0.0' },
+    { s: setting('login', 'ALLOW_NEW_USERS', (c) => c.allowNewUsers), fallback: true, value: 'false', expected: false },
+    { s: setting('login', 'MAINTENANCE_MODE', (c) => c.maintenanceMode), fallback: false, value: 'true', expected: true },
+    { s: setting('login', 'DIRECTORY_ADDR', (c) => c.directoryAddr), fallback: '127.0.0.1:50051', value: 'directory:7001', expected: 'directory:7001' },
+    { s: setting('login', 'NODEASSIGN_ADDR', (c) => c.nodeAssignAddr), fallback: '127.0.0.1:50052', value: 'nodeassign:7002', expected: 'nodeassign:7002' },
+    { s: setting('login', 'GENERATION_CLAIM', (c) => c.generationClaim), fallback: 'fxa-generation', value: 'gen', expected: 'gen' },
+    { s: setting('login', 'OAUTH_EMAIL_DOMAIN', (c) => c.oauthEmailDomain), fallback: 'api.accounts.firefox.com', value: 'Accounts.Example', expected: 'accounts.example' },
+    { s: setting('login', 'LOGIN_METRICS_PORT', (c) => c.metrics?.port), fallback: undefined, value: '9103', expected: 9103 },
+    { s: setting('login', 'BACKOFF_INFLIGHT', (c) => c.overload.backoffInFlight), fallback: 100, value: '7', expected: 7 },
+    { s: setting('login', 'MAX_INFLIGHT', (c) => c.overload.maxInFlight), fallback: 400, value: '900', expected: 900 },
+    { s: setting('gateway', 'GATEWAY_PORT', (c) => c.port), fallback: 8080, value: '6004', expected: 6004 },
+    { s: setting('gateway', 'BIND_HOST', (c) => c.host), fallback: '127.0.0.1', value: '0.0.0.0', expected: '0.0.0.0' },
+    { s: setting('gateway', 'NONCE_PER_TOKEN', (c) => c.noncePerToken), fallback: 1000, value: '5', expected: 5 },
+    { s: setting('gateway', 'GATEWAY_METRICS_PORT', (c) => c.metrics?.port), fallback: undefined, value: '9104', expected: 9104 },
+  ];
+  for (const { s, fallback, value, expected } of cases) {
+    assert.deepEqual(s.read({}), fallback, `${s.what} unset`);
+    assert.deepEqual(s.read({ [s.variable]: value }), expected, `${s.what}=${value}`);
+  }
+});
+
+test('the in-flight caps and the nonce share: each bounded by the other setting, by name', () => {
+  // MAX_INFLIGHT defaults to at least BACKOFF_INFLIGHT, and may not be set below it.
+  assert.equal(builders.login({ BACKOFF_INFLIGHT: '1000' }).overload.maxInFlight, 1000);
+  refusedWith(() => builders.login({ BACKOFF_INFLIGHT: '50', MAX_INFLIGHT: '49' }), 'MAX_INFLIGHT', 'must be at least BACKOFF_INFLIGHT (50), got 49');
+  assert.equal(builders.login({ BACKOFF_INFLIGHT: '50', MAX_INFLIGHT: '50' }).overload.maxInFlight, 50);
+  for (const variable of ['BACKOFF_INFLIGHT', 'MAX_INFLIGHT']) {
+    refused(() => builders.login({ [variable]: '0' }), variable);
+    refused(() => builders.login({ BACKOFF_INFLIGHT: '1', [variable]: '1000001' }), variable);
+    assert.equal(builders.login({ BACKOFF_INFLIGHT: '1', MAX_INFLIGHT: '1000000', [variable]: '1000000' }).overload.maxInFlight, 1_000_000);
+  }
+  // NONCE_PER_TOKEN: at most the whole cache, and by default no more than it.
+  assert.equal(builders.gateway({ NONCE_CACHE_SIZE: '100' }).noncePerToken, 100);
+  assert.equal(builders.gateway({ NONCE_CACHE_SIZE: '500', NONCE_PER_TOKEN: '500' }).noncePerToken, 500);
+  refused(() => builders.gateway({ NONCE_CACHE_SIZE: '500', NONCE_PER_TOKEN: '501' }), 'NONCE_PER_TOKEN');
+  refused(() => builders.gateway({ NONCE_PER_TOKEN: '0' }), 'NONCE_PER_TOKEN');
+});
+
+test('loginConfig: AUDIENCES, blank as unset, else the embedded stack\'s; required with assertion issuers, by name', () => {
+  const issuers = new Map([['idp.example', { keys: [], domains: ['*'] }]]);
+  const build = (env: Record<string, string>, audiences?: string[]) =>
+    loginConfig({ INTERNAL_SECRET: INTERNAL, ...env }, { masterSecrets: [MASTER], trustedIssuers: issuers, ...(audiences ? { audiences } : {}) });
+  refusedWith(() => build({}), 'AUDIENCES', 'is required (accepted "aud" values)');
+  refusedWith(() => build({ AUDIENCES: ' ' }), 'AUDIENCES', 'is required (accepted "aud" values)');
+  assert.deepEqual(build({}, ['https://stack.example']).audiences, ['https://stack.example']);
+  assert.deepEqual(build({ AUDIENCES: ' ' }, ['https://stack.example']).audiences, ['https://stack.example']);
+  assert.deepEqual(build({ AUDIENCES: 'https://a.example, https://b.example' }, ['https://stack.example']).audiences, ['https://a.example', 'https://b.example']);
+  // A blank TRUSTED_ISSUERS is unset: the embedded stack's issuers stay.
+  assert.equal(build({ TRUSTED_ISSUERS: '  ' }, ['https://stack.example']).trustedIssuers, issuers);
+  // No issuer at all: no audience needed.
+  assert.deepEqual(builders.login({}).audiences, []);
+});
+
+test('nonceStore: memory, or a Redis URL with its timeout; each refusal says what is wrong, never quoting the URL', () => {
+  assert.deepEqual(nonceStore({}), { kind: 'memory' });
+  assert.deepEqual(nonceStore({ NONCE_STORE: 'redis://:pw@cache:6379/12' }), { kind: 'redis', url: 'redis://:pw@cache:6379/12', timeoutMs: 500 });
+  assert.deepEqual(nonceStore({ NONCE_STORE: 'rediss://cache/', NONCE_STORE_TIMEOUT_MS: '10' }), { kind: 'redis', url: 'rediss://cache/', timeoutMs: 10 });
+  assert.equal((nonceStore({ NONCE_STORE: 'redis://cache/99999' }) as { url: string }).url, 'redis://cache/99999');
+  refused(() => nonceStore({ NONCE_STORE: 'redis://cache', NONCE_STORE_TIMEOUT_MS: '9' }), 'NONCE_STORE_TIMEOUT_MS');
+  refused(() => nonceStore({ NONCE_STORE: 'redis://cache', NONCE_STORE_TIMEOUT_MS: '60001' }), 'NONCE_STORE_TIMEOUT_MS');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'not a url' }), 'NONCE_STORE', 'must be memory or a redis:// or rediss:// URL');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'http://pw@cache' }), 'NONCE_STORE', 'must be memory or a redis:// or rediss:// URL, got a http: URL');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'redis:///0' }), 'NONCE_STORE', 'the Redis URL must name a host');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'redis://cache/db' }), 'NONCE_STORE', 'the Redis URL path must be empty or a database number (/0)');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'redis://cache/123456' }), 'NONCE_STORE', 'the Redis URL path must be empty or a database number (/0)');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'redis://cache/0?x=1' }), 'NONCE_STORE', 'the Redis URL must not carry a query or fragment');
+  refusedWith(() => nonceStore({ NONCE_STORE: 'redis://cache/0#f' }), 'NONCE_STORE', 'the Redis URL must not carry a query or fragment');
+});
+
+test("the demo's settings: its port and host, the login it calls, the data directory and the first application", () => {
+  assert.deepEqual(demoAppConfig({}), { port: 8090, host: '127.0.0.1' });
+  assert.deepEqual(demoAppConfig({ DEMO_APP_PORT: '7090', BIND_HOST: '0.0.0.0' }), { port: 7090, host: '0.0.0.0' });
+  assert.deepEqual(demoClientConfig({}), { loginUrl: 'http://127.0.0.1:8000', dataDir: './data', app: 'sync', version: '1.5' });
+  assert.deepEqual(demoClientConfig({ LOGIN_URL: 'https://login.example/', DATA_DIR: '/srv/data', APPLICATIONS: 'notes/2.0,notes/2.1,sync/1.5' }), {
+    loginUrl: 'https://login.example',
+    dataDir: '/srv/data',
+    app: 'notes',
+    version: '2.0',
+  });
+});
+
+test('Bearer and the webhook: their bounded settings and the scope, by name', () => {
+  const bearer = (env: Record<string, string>) => bearerConfig({ OAUTH_JWKS: 'https://accounts.example/jwks', ...env })!;
+  const remote = (env: Record<string, string>) => (bearer(env).jwks as { remote: { refreshSeconds: number; minIntervalSeconds: number } }).remote;
+  const webhook = (env: Record<string, string>) => webhookConfig({ WEBHOOK_JWKS: 'https://accounts.example/jwks', WEBHOOK_AUDIENCE: 'https://token.example', ...env })!;
+  const cases: Array<[string, (env: Record<string, string>) => number, number, number, number]> = [
+    ['MAX_ACCESS_TOKEN_LIFETIME', (env) => bearer(env).maxLifetime, 86_400, 1, 86_400 * 365],
+    ['OAUTH_JWKS_REFRESH', (env) => remote(env).refreshSeconds, 3600, 1, 86_400 * 7],
+    ['OAUTH_JWKS_MIN_INTERVAL', (env) => remote(env).minIntervalSeconds, 30, 1, 3600],
+    ['WEBHOOK_MAX_AGE', (env) => webhook(env).maxAge, 3600, 1, 79_200],
+  ];
+  for (const [variable, read, fallback, least, most] of cases) {
+    assert.equal(read({}), fallback, variable);
+    assert.equal(read({ [variable]: String(least) }), least, variable);
+    assert.equal(read({ [variable]: String(most) }), most, variable);
+    refused(() => read({ [variable]: String(least - 1) }), variable);
+    refused(() => read({ [variable]: String(most + 1) }), variable);
+  }
+  assert.equal(bearer({}).scope, 'https://identity.mozilla.com/apps/oldsync');
+  assert.equal(bearer({ OAUTH_SCOPE: ' https://example.com/scope ' }).scope, 'https://example.com/scope');
+  // A blank OAUTH_ISSUER is unset: no issuer to require.
+  assert.equal(bearer({ OAUTH_ISSUER: '  ' }).issuer, undefined);
+});
+
+test('NODE_TYPE: blank is unset; anything but a lowercase word is refused, quoting it', () => {
+  assert.equal(nodeType({ NODE_TYPE: '  ' }), undefined);
+  assert.equal(nodeType({ NODE_TYPE: ' spanner ' }), 'spanner');
+  refusedWith(() => nodeType({ NODE_TYPE: 'MySQL' }), 'NODE_TYPE', 'must be a lowercase word such as mysql, postgres or spanner, got "MySQL"');
 });
