@@ -9,6 +9,7 @@ import { selfMicrosByArea, type CpuProfile } from '../bench/profile.js';
 import { parseToken } from '../lib/token.js';
 import { hashedAccountId } from '../services/login/rules.js';
 import { httpRequest } from '../services/login/testkit.js';
+import { compactJws, keyIdHeader } from './support/oauth.js';
 import { tempStoreUrl } from './support/services.js';
 
 const KID = 'floor-test-key';
@@ -18,14 +19,12 @@ const other = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const jwk = { ...publicKey.export({ format: 'jwk' }), kid: KID, alg: 'RS256' };
 
 function accessToken(sub: string, o: { key?: KeyObject; alg?: string; exp?: number } = {}): string {
-  const seg = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
-  const input = `${seg({ alg: o.alg ?? 'RS256', typ: 'at+JWT', kid: KID })}.${seg({ sub, exp: o.exp ?? Math.floor(Date.now() / 1000) + 300, 'fxa-generation': 1_700_000_000_000 })}`;
-  return `${input}.${sign('sha256', Buffer.from(input), o.key ?? privateKey).toString('base64url')}`;
+  const claims = { sub, exp: o.exp ?? Math.floor(Date.now() / 1000) + 300, 'fxa-generation': 1_700_000_000_000 };
+  return compactJws({ alg: o.alg ?? 'RS256', typ: 'at+JWT', kid: KID }, claims, (input) => sign('sha256', input, o.key ?? privateKey));
 }
 
 function login(port: number, token: string) {
-  const clientState = Buffer.from('0123456789abcdef0123456789abcdef', 'hex').toString('base64url');
-  return httpRequest(`http://127.0.0.1:${port}/1.0/sync/1.5`, { headers: { authorization: `Bearer ${token}`, 'x-keyid': `1700000000000-${clientState}` } });
+  return httpRequest(`http://127.0.0.1:${port}/1.0/sync/1.5`, { headers: { authorization: `Bearer ${token}`, 'x-keyid': keyIdHeader(1_700_000_000_000, '0123456789abcdef0123456789abcdef') } });
 }
 
 const startFloor = (env: Record<string, string> = {}): Promise<Service> =>
