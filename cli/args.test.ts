@@ -20,12 +20,19 @@ function command(argv: string[], env: Record<string, string> = {}): Command {
   return run(argv, env).command;
 }
 
-function usageError(argv: string[], pattern: RegExp, env: Record<string, string> = { INTERNAL_SECRET }): void {
-  assert.throws(() => parseCli(argv, env), (e: unknown) => {
+/** The UsageError parseCli throws for `argv`: its message and the usage text printed with it. */
+function refusal(argv: string[], env: Record<string, string> = { INTERNAL_SECRET }): UsageError {
+  try {
+    parseCli(argv, env);
+  } catch (e) {
     assert.ok(e instanceof UsageError, `expected a UsageError, got ${String(e)}`);
-    assert.match(e.message, pattern);
-    return true;
-  });
+    return e;
+  }
+  assert.fail(`${argv.join(' ')} was accepted`);
+}
+
+function usageError(argv: string[], pattern: RegExp, env: Record<string, string> = { INTERNAL_SECRET }): void {
+  assert.match(refusal(argv, env).message, pattern);
 }
 
 test('INTERNAL_SECRET: required (and checked) for commands that call a backend, sent by their clients; not for health', () => {
@@ -257,17 +264,6 @@ test('transportReason keeps the useful part of grpc-js transport errors', () => 
 });
 
 // ---- found missing by mutation testing (npm run mutation -- cli/args.ts) ----
-
-/** The UsageError parseCli throws for `argv`: its message and the usage text printed with it. */
-function refusal(argv: string[], env: Record<string, string> = { INTERNAL_SECRET }): UsageError {
-  try {
-    parseCli(argv, env);
-  } catch (e) {
-    assert.ok(e instanceof UsageError, `expected a UsageError, got ${String(e)}`);
-    return e;
-  }
-  assert.fail(`${argv.join(' ')} was accepted`);
-}
 
 test('every command resolves the addresses of the backends it calls, and needs INTERNAL_SECRET only then', () => {
   const master = { MASTER_SECRETS: 'm'.repeat(64), DATA_DIR: '/nonexistent/tokenserver-data' };
