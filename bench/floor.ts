@@ -18,8 +18,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { buildServices } from './build.js';
-import { CONNECTIONS, startLoginStack } from './login.js';
-import { median, PRODUCTION_NODE_ARGS, runLoad, startService, stopAll, type Service } from './proc.js';
+import { closedLoopWindow, startLoginStack } from './login.js';
+import { median, PRODUCTION_NODE_ARGS, startService, stopAll, type Service } from './proc.js';
 import { selfMicrosByArea, type CpuProfile } from './profile.js';
 
 interface Window {
@@ -31,15 +31,8 @@ interface Window {
 
 /** One closed-loop window of fresh Bearer requests against `url`, CPU counted for `services`. */
 async function window(url: string, services: Service[], requestsFile: string, seconds: number, reuse: boolean): Promise<Window> {
-  const before = services.map((s) => s.cpuSeconds());
-  const r = await runLoad({ mode: 'autocannon', url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
-  if (r.non2xx + r.errors > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
-  if (r.reused > 0 && !reuse) throw new Error(`${r.reused} access tokens presented twice: the pool was too small`);
-  return {
-    requestsPerSecond: r.requestsPerSecond,
-    requests: r.total,
-    cpuUs: Object.fromEntries(services.map((s, i) => [s.name, ((s.cpuSeconds() - before[i]) * 1e6) / r.total])),
-  };
+  const w = await closedLoopWindow(url, services, requestsFile, seconds, { what: 'access tokens', reuse });
+  return { requestsPerSecond: w.requestsPerSecond, requests: w.requests, cpuUs: Object.fromEntries(services.map((s) => [s.name, w.cpuMsPerRequest[s.name] * 1000])) };
 }
 
 async function main(): Promise<void> {

@@ -223,28 +223,44 @@ export interface SchemeRound {
 }
 
 /**
- * One closed-loop window of `scheme` logins on `stack`, each request with
- * credentials made for it alone; throws if any was presented twice or failed.
+ * One closed-loop window of the requests in `requestsFile` against `url`: req/s, CPU ms per
+ * request of each of `services` and of the load generator, and their peak RSS. Throws if a
+ * request failed or, unless `reuse`, if one was presented twice (`what`: what ran out).
  */
-export async function schemeRound(stack: LoginStack & { lastRate?: Partial<Record<Scheme, number>> }, seconds: number, scheme: Scheme): Promise<SchemeRound> {
-  const services = [stack.login, stack.directory];
-  // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
-  const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * RATE_MARGIN * seconds);
-  const requestsFile = scheme === 'bearer' ? await stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
+export async function closedLoopWindow(
+  url: string,
+  services: Service[],
+  requestsFile: string,
+  seconds: number,
+  o: { what: string; reuse?: boolean },
+): Promise<SchemeRound & { requests: number }> {
   const before = services.map((s) => s.cpuSeconds());
   for (const s of services) s.resetPeak();
-  const r = await runLoad({ mode: 'autocannon', url: stack.url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
-  if (r.reused > 0) throw new Error(`${r.reused} ${scheme} credentials presented twice: the pool was too small`);
-  stack.lastRate = { ...stack.lastRate, [scheme]: r.requestsPerSecond };
+  const r = await runLoad({ mode: 'autocannon', url, requestsFile, connections: CONNECTIONS, durationSeconds: seconds });
+  if (r.reused > 0 && !o.reuse) throw new Error(`${r.reused} ${o.what} presented twice: the pool was too small`);
   if (failures(r) > 0) throw new Error(`failures under load: ${JSON.stringify(r.statuses)}, ${r.errors} errors`);
   return {
     requestsPerSecond: r.requestsPerSecond,
+    requests: r.total,
     cpuMsPerRequest: {
       ...Object.fromEntries(services.map((s, i) => [s.name, ((s.cpuSeconds() - before[i]) * 1000) / r.total])),
       'load generator': (r.cpuSeconds * 1000) / r.total,
     },
     peakRssMb: Object.fromEntries(services.map((s) => [s.name, s.peakRssMb()])),
   };
+}
+
+/**
+ * One closed-loop window of `scheme` logins on `stack`, each request with
+ * credentials made for it alone; throws if any was presented twice or failed.
+ */
+export async function schemeRound(stack: LoginStack & { lastRate?: Partial<Record<Scheme, number>> }, seconds: number, scheme: Scheme): Promise<SchemeRound> {
+  // Fresh credentials for the window at 2 × the rate seen last time (at least 4000/s: warm-ups run slow).
+  const pool = Math.ceil(Math.max(stack.lastRate?.[scheme] ?? 0, 4000) * RATE_MARGIN * seconds);
+  const requestsFile = scheme === 'bearer' ? await stack.freshBearerRequests!(pool) : stack.freshRequests(pool);
+  const { requests: _, ...round } = await closedLoopWindow(stack.url, [stack.login, stack.directory], requestsFile, seconds, { what: `${scheme} credentials` });
+  stack.lastRate = { ...stack.lastRate, [scheme]: round.requestsPerSecond };
+  return round;
 }
 
 /** Bearer (one RS256 check, e = 65537) must cost login no more CPU than an ES256 assertion, and at most this. */
