@@ -43,6 +43,11 @@ export function area(url: string): string {
   return own;
 }
 
+/** A sample's area: the collector apart, else area() of its frame's URL. */
+function sampleArea(functionName: string, url: string): string {
+  return functionName === '(garbage collector)' ? '(garbage collector)' : area(url);
+}
+
 /**
  * Self time per function and per area, as % of samples, largest first (idle
  * excluded); with `lastSeconds`, only the samples of the profile's last
@@ -72,7 +77,7 @@ export function hotspots(profile: CpuProfile, top = 15, lastSeconds = Infinity):
     }
     const fn = `${functionName || '(anonymous)'} ${url ? `${area(url)}:${lineNumber + 1}` : ''}`.trim();
     byFunction.set(fn, (byFunction.get(fn) ?? 0) + n);
-    const a = functionName === '(garbage collector)' ? '(garbage collector)' : area(url);
+    const a = sampleArea(functionName, url);
     byArea.set(a, (byArea.get(a) ?? 0) + n);
   }
   const busy = total - idle;
@@ -100,7 +105,7 @@ export function selfMicrosByArea(profile: CpuProfile, from = -Infinity): Map<str
     if (t < from) continue;
     const { functionName, url } = nodes.get(id)!.callFrame;
     if (functionName === '(idle)') continue;
-    const a = functionName === '(garbage collector)' ? '(garbage collector)' : area(url);
+    const a = sampleArea(functionName, url);
     out.set(a, (out.get(a) ?? 0) + interval);
   }
   return out;
