@@ -234,7 +234,9 @@ test('LOGIN_WORKERS: 1 to 64; unset, the CPUs this process may use (or the fallb
 test('DIRECTORY_ADDR and NODEASSIGN_ADDR: host:port, dns:///host:port (every replica) or a fixed ipv4/ipv6 list', () => {
   const ok = ['directory:50051', '127.0.0.1:1', '[::1]:50051', 'dns:///directory:50051', 'ipv4:127.0.0.1:5001,127.0.0.1:5002', 'ipv6:[::1]:5001,[::1]:5002'];
   for (const v of ok) assert.equal(address({ DIRECTORY_ADDR: v }, 'DIRECTORY_ADDR', ''), v);
-  const bad = ['directory', 'dns:///directory', 'dns://8.8.8.8/directory:1', 'ipv4:', 'ipv4:127.0.0.1:1,', 'ipv4:127.0.0.1', 'http://directory:50051', 'unix:/tmp/x.sock', 'directory:50051,other:1'];
+  const bad = ['directory', 'dns:///directory', 'dns://8.8.8.8/directory:1', 'ipv4:', 'ipv4:127.0.0.1:1,', 'ipv4:127.0.0.1', 'http://directory:50051', 'unix:/tmp/x.sock', 'directory:50051,other:1',
+    // A line break inside the value (a multi-line .env value): refused by name, not a TypeError.
+    'directory:50051\nother:1', 'dns:///directory:50051\nother:1', 'ipv4:127.0.0.1:1,\n127.0.0.1:2', 'directory:1 ipv4:127.0.0.1:2'];
   for (const v of bad) assert.throws(() => address({ DIRECTORY_ADDR: v }, 'DIRECTORY_ADDR', ''), /DIRECTORY_ADDR: must be host:port, dns:\/\/\/host:port or ipv4:host:port,host:port/, v);
 });
 

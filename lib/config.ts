@@ -153,6 +153,9 @@ export function port(env: Env, name: string, fallback: number): number {
   return int(env, name, fallback, 0, 65535);
 }
 
+/** The gRPC target schemes address() accepts before host:port. */
+const ADDRESS_SCHEMES = ['dns:///', 'ipv4:', 'ipv6:'] as const;
+
 /** host:port of a gRPC service. */
 const HOST_PORT = /^[A-Za-z0-9.\-_[\]:]+:\d{1,5}$/;
 
@@ -162,8 +165,10 @@ const HOST_PORT = /^[A-Za-z0-9.\-_[\]:]+:\d{1,5}$/;
  */
 export function address(env: Env, name: string, fallback: string): string {
   const v = str(env, name, fallback);
-  const m = /^(dns:\/\/\/|ipv4:|ipv6:)?(.*)$/.exec(v)!;
-  const parts = m[1] === 'ipv4:' || m[1] === 'ipv6:' ? m[2].split(',') : [m[2]];
+  // No pattern over the whole value: `.` stops at a line break, and a value may hold one.
+  const scheme = ADDRESS_SCHEMES.find((s) => v.startsWith(s));
+  const rest = scheme === undefined ? v : v.slice(scheme.length);
+  const parts = scheme === 'ipv4:' || scheme === 'ipv6:' ? rest.split(',') : [rest];
   if (!parts.every((p) => HOST_PORT.test(p))) {
     throw new ConfigError(name, `must be host:port, dns:///host:port or ipv4:host:port,host:port, got ${JSON.stringify(v)}`);
   }
