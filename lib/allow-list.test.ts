@@ -49,3 +49,10 @@ test('ALLOWED_USERS: inline, or @<path with a slash> read from a file; unset mea
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// ---- found missing by mutation testing (npm run mutation -- lib/config.ts) ----
+
+test('ALLOWED_USERS: the file form starts with the @; an address with a slash after it is no path', () => {
+  assert.equal(allowListFile('name@./allowed.txt'), undefined);
+  assert.equal(allowListFile('a@corp.example/x'), undefined);
+});

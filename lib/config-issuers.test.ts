@@ -93,3 +93,9 @@ test('loginConfig: MAX_ASSERTION_LIFETIME and MAX_CERTIFICATE_LIFETIME, defaults
     }
   }
 });
+
+// ---- found missing by mutation testing (npm run mutation -- lib/config.ts) ----
+
+test('issuerHostName: a URL without a host is null', () => {
+  assert.equal(issuerHostName('file:///etc/idp'), null);
+});

@@ -4,7 +4,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bearerConfig, DEFAULTS, discoveryUrl, isLoopbackHost, jwksConfig, loginConfig, remoteUrlProblem, webhookConfig, type Env } from './config.js';
@@ -115,5 +115,39 @@ describe('bearerConfig: OAUTH_JWKS, or OAUTH_ISSUER alone', () => {
     const config = loginConfig({ ...LOGIN, OAUTH_ISSUER: 'https://accounts.firefox.com', METRICS_HASH_SECRET: 'a-metrics-secret' });
     assert.ok(config.bearer);
     assert.equal(config.trustedIssuers.size, 0);
+  });
+});
+
+// ---- found missing by mutation testing (npm run mutation -- lib/config.ts) ----
+
+describe('OAUTH_JWKS and its cache: trimmed; the URL form only at the start', () => {
+  test('the value and the cache are trimmed; a blank cache is none', () => {
+    const remote = jwksConfig({ OAUTH_JWKS: '  https://a.example/jwks  ', OAUTH_JWKS_CACHE: '  /var/lib/t/jwks.json  ' }, 'OAUTH_JWKS', 'OAUTH_JWKS_CACHE');
+    assert.ok(remote && 'remote' in remote);
+    assert.equal(remote.remote.jwksUrl, 'https://a.example/jwks');
+    assert.equal(remote.remote.cache, '/var/lib/t/jwks.json');
+    const uncached = jwksConfig({ OAUTH_JWKS: 'https://a.example/jwks', OAUTH_JWKS_CACHE: '  ' }, 'OAUTH_JWKS', 'OAUTH_JWKS_CACHE');
+    assert.ok(uncached && 'remote' in uncached);
+    assert.equal(uncached.remote.cache, undefined);
+  });
+
+  test('Bearer keeps its fetched keys at OAUTH_JWKS_CACHE, from a JWKS URL or by discovery', () => {
+    for (const env of [{ OAUTH_JWKS: 'https://a.example/jwks' }, { OAUTH_ISSUER: 'https://a.example' }]) {
+      const bearer = bearerConfig({ ...env, OAUTH_JWKS_CACHE: '/var/lib/t/jwks.json' });
+      assert.ok(bearer && 'remote' in bearer.jwks);
+      assert.equal(bearer.jwks.remote.cache, '/var/lib/t/jwks.json', JSON.stringify(env));
+    }
+  });
+
+  test('a file path with "x://" inside it is still a path', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'config-jwks-'));
+    try {
+      mkdirSync(path.join(dir, 'a:'));
+      writeFileSync(path.join(dir, 'a:', 'jwks.json'), JSON.stringify({ keys: [{ kty: 'RSA', n: 'x', e: 'AQAB' }] }));
+      const file = `${dir}/a://jwks.json`;
+      assert.deepEqual(jwksConfig({ OAUTH_JWKS: file }, 'OAUTH_JWKS', 'OAUTH_JWKS_CACHE'), { file, keys: [{ kty: 'RSA', n: 'x', e: 'AQAB' }] });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

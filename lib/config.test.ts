@@ -536,3 +536,114 @@ test('NODE_TYPE: blank is unset; anything but a lowercase word is refused, quoti
   assert.equal(nodeType({ NODE_TYPE: ' spanner ' }), 'spanner');
   refusedWith(() => nodeType({ NODE_TYPE: 'MySQL' }), 'NODE_TYPE', 'must be a lowercase word such as mysql, postgres or spanner, got "MySQL"');
 });
+
+// ---- found missing by mutation testing (npm run mutation -- lib/config.ts): messages, trimming and forms ----
+
+test('MASTER_SECRETS: an empty fallback is no fallback', () => {
+  refused(() => masterSecrets({}, []), 'MASTER_SECRETS', /required/);
+});
+
+test('NODE_SECRETS: white space around each entry is trimmed; a refused entry gets the whole message', () => {
+  const [a, b] = nodeSecrets([secret(), secret()], 'https://n.example');
+  assert.deepEqual(nodeSecretsOf({ NODE_SECRETS: ` ${a} , ${b} ` }), [a, b]);
+  refusedWith(
+    () => nodeSecretsOf({ NODE_SECRETS: `${a},zz` }),
+    'NODE_SECRETS',
+    'secret 2 of 2 is not a node secret: each must be what `cli nodes secret <app> <NODE_URL>` prints, 64 or more lowercase hex digits, an even number of them',
+  );
+});
+
+test('a blank NODE_SECRETS or NODE_SECRETS_FILE is unset: MASTER_SECRETS beside it is no conflict', () => {
+  const env = { NODE_URL: 'https://n.example', UPSTREAM_URL: 'http://127.0.0.1:1' };
+  const masters = [secret()];
+  for (const blank of [{ NODE_SECRETS: '  ' }, { NODE_SECRETS_FILE: ' ' }]) {
+    const config = gatewayConfig({ ...env, ...blank, MASTER_SECRETS: masters[0] });
+    assert.deepEqual(config.masterSecrets, masters, JSON.stringify(blank));
+    assert.equal(config.nodeSecrets, undefined);
+  }
+});
+
+test('INTERNAL_SECRET: its length is counted in UTF-8 bytes', () => {
+  assert.equal(internalSecret({ INTERNAL_SECRET: 'é'.repeat(16) }), 'é'.repeat(16), '16 characters, 32 bytes');
+  refused(() => internalSecret({ INTERNAL_SECRET: `${'é'.repeat(15)}a` }), 'INTERNAL_SECRET', /32 bytes/);
+});
+
+test('GRPC_TLS_*: a blank variable is unset; the refusal names the ones set; an unreadable file gives its reason', () => {
+  assert.equal(grpcTls({ GRPC_TLS_CERT: '  ', GRPC_TLS_KEY: '', GRPC_TLS_CA: ' ' }), undefined);
+  withTempDir((dir) => {
+    const file = path.join(dir, 'x.pem');
+    writeFileSync(file, 'pem');
+    refusedWith(() => grpcTls({ GRPC_TLS_CERT: file, GRPC_TLS_KEY: file }), 'GRPC_TLS_CA', 'must be set with GRPC_TLS_CERT and GRPC_TLS_KEY (all three or none)');
+    refusedWith(() => grpcTls({ GRPC_TLS_CERT: file, GRPC_TLS_KEY: ' ', GRPC_TLS_CA: file }), 'GRPC_TLS_KEY', 'must be set with GRPC_TLS_CERT and GRPC_TLS_CA (all three or none)');
+    const missing = path.join(dir, 'missing.pem');
+    refusedWith(() => grpcTls({ GRPC_TLS_CERT: file, GRPC_TLS_KEY: missing, GRPC_TLS_CA: file }), 'GRPC_TLS_KEY', `cannot read ${missing}: ENOENT`);
+  });
+});
+
+test('the files settings name: unreadable, each refusal names its variable, the file and the reason; not JSON, says so', () => {
+  withTempDir((dir) => {
+    const missing = path.join(dir, 'missing.json');
+    refusedWith(() => trustedIssuersFile({ TRUSTED_ISSUERS: missing }), 'TRUSTED_ISSUERS', `cannot read ${missing}: ENOENT`);
+    refusedWith(() => trustedIssuersFile({ TRUSTED_ISSUERS: dir }), 'TRUSTED_ISSUERS', `cannot read ${dir}: EISDIR`);
+    refusedWith(() => jwksFile({ K: missing }, 'K'), 'K', `cannot read ${missing}: ENOENT`);
+    refusedWith(() => secretValue({ S_FILE: dir }, 'S'), 'S_FILE', `cannot read ${dir}: EISDIR`);
+    const notJson = path.join(dir, 'x.json');
+    writeFileSync(notJson, '{"keys": [');
+    refusedWith(() => trustedIssuersFile({ TRUSTED_ISSUERS: notJson }), 'TRUSTED_ISSUERS', `${notJson} is not valid JSON`);
+    refusedWith(() => jwksFile({ K: notJson }, 'K'), 'K', `${notJson} is not valid JSON`);
+  });
+});
+
+test('TRUSTED_ISSUERS: a document that is a number, a string or a boolean is no object of issuers', () => {
+  for (const doc of [5, 'idp.example', true]) {
+    refusedWith(() => parseTrustedIssuers(doc), 'TRUSTED_ISSUERS', 'must be a JSON object {"<issuer>": {"keys": [JWK, …], "domains": ["<e-mail domain>", …]}}');
+  }
+});
+
+test('STORE_URL: sqlite: counts only at the start', () => {
+  refusedWith(() => storeUrl({ STORE_URL: 'xsqlite:/a.db' }), 'STORE_URL', 'must start with mongodb:// or sqlite:, got "xsqlite:/a.db"');
+});
+
+// ---- every setting against odd values: parsed or refused by name, never another error ----
+
+test('every setting of every service, set to an odd value, is accepted or refused with a ConfigError, never a crash', () => {
+  const variables = [
+    ...'ALLOWED_USERS ALLOW_NEW_USERS APPLICATIONS ASSERTION_SKEW AUDIENCES BACKOFF_INFLIGHT BACKOFF_LOOP_DELAY_MS BACKOFF_SECONDS BIND_HOST'.split(' '),
+    ...'CLIENT_STATE_CHANGES_PER_DAY DATA_DIR DEMO_APP_PORT DIRECTORY_ADDR DIRECTORY_METRICS_PORT DIRECTORY_PORT GATEWAY_METRICS_PORT GATEWAY_PORT'.split(' '),
+    ...'GENERATION_CLAIM GRPC_DEADLINE_MS GRPC_TLS_CA GRPC_TLS_CERT GRPC_TLS_KEY HASH_BODY_LIMIT HAWK_SKEW INTERNAL_SECRET INTERNAL_SECRET_FILE'.split(' '),
+    ...'LOGIN_METRICS_PORT LOGIN_PORT LOGIN_URL LOGIN_WORKERS MAINTENANCE_MODE MASTER_SECRETS MASTER_SECRETS_FILE MAX_ACCESS_TOKEN_LIFETIME'.split(' '),
+    ...'MAX_ASSERTION_LIFETIME MAX_CERTIFICATE_LIFETIME MAX_INFLIGHT METRICS_HASH_SECRET METRICS_HASH_SECRET_FILE METRICS_HOST NODEASSIGN_ADDR'.split(' '),
+    ...'NODEASSIGN_METRICS_PORT NODEASSIGN_PORT NODE_SECRETS NODE_SECRETS_FILE NODE_TYPE NODE_URL NONCE_CACHE_SIZE NONCE_PER_TOKEN NONCE_STORE'.split(' '),
+    ...'NONCE_STORE_TIMEOUT_MS OAUTH_EMAIL_DOMAIN OAUTH_ISSUER OAUTH_JWKS OAUTH_JWKS_CACHE OAUTH_JWKS_MIN_INTERVAL OAUTH_JWKS_REFRESH OAUTH_SCOPE'.split(' '),
+    ...'RELEASE_RATE RETRY_AFTER STORE_URL TOKEN_DURATION TOKEN_SECRETS TRUSTED_ISSUERS UPSTREAM_CONNECT_TIMEOUT_MS UPSTREAM_TIMEOUT_MS'.split(' '),
+    ...'UPSTREAM_URL WEBHOOK_AUDIENCE WEBHOOK_JWKS WEBHOOK_JWKS_CACHE WEBHOOK_MAX_AGE'.split(' '),
+  ];
+  // Line breaks (a multi-line .env value), NUL, lone surrogates, sizes, number spellings, URL and path edge cases.
+  const odd = [
+    '\n', 'a\nb', 'a:1\nb:2', 'dns:///a:1\n', '\u0000', 'a\u0000b', '\ud800', '\u{1F4A5}', '   ', '\t1\t', 'x'.repeat(5000),
+    '-1', '-0', '1.5', '1e3', '0x10', 'NaN', 'Infinity', '999999999999999999999', 'undefined', 'null', 'true',
+    '%', '%zz', '[', '{', '}', ',', ',,', 'a,b', '#', '*', '@', '@/', '@./', '@/nonexistent/x', 'a@b',
+    'http://', 'https://', 'https://[::1', 'https://a.example/%zz', 'http://u:p@127.0.0.1/', 'file:///etc/passwd',
+    'mongodb://', 'sqlite:', 'redis://', 'rediss://:@/', 'ipv4:', 'dns:///', '/', '.', '..', '/dev/null', tmpdir(), 'sync/', '/1.5', 'sync/1.5/x',
+  ];
+  const services: Record<string, (env: Record<string, string>) => unknown> = {
+    ...builders,
+    login: (env) => loginConfig({ INTERNAL_SECRET: INTERNAL, MASTER_SECRETS: MASTER, OAUTH_JWKS: 'https://accounts.example/jwks', ...env }),
+    loginWorkers: (env) => loginWorkers(env),
+    demoApp: (env) => demoAppConfig(env),
+    demoClient: (env) => demoClientConfig(env),
+  };
+  const crashes: string[] = [];
+  for (const [service, build] of Object.entries(services)) {
+    for (const name of variables) {
+      for (const value of odd) {
+        try {
+          build({ [name]: value });
+        } catch (e) {
+          if (!(e instanceof ConfigError)) crashes.push(`${service} ${name}=${JSON.stringify(value).slice(0, 40)}: ${String(e)}`);
+        }
+      }
+    }
+  }
+  assert.deepEqual(crashes, []);
+});

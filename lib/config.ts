@@ -125,7 +125,7 @@ export function int(env: Env, name: string, fallback: number, min = 0, max = Num
   const v = env[name];
   if (v === undefined || v.trim() === '') return fallback;
   if (!/^\d+$/.test(v.trim())) throw new ConfigError(name, `must be a whole number, got ${JSON.stringify(v)}`);
-  const n = Number(v.trim());
+  const n = Number(v); // Number() skips the same white space as trim()
   if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
   return n;
 }
@@ -133,7 +133,7 @@ export function int(env: Env, name: string, fallback: number, min = 0, max = Num
 export function num(env: Env, name: string, fallback: number, min: number, max: number): number {
   const v = env[name];
   if (v === undefined || v.trim() === '') return fallback;
-  const n = Number(v.trim());
+  const n = Number(v); // Number() skips the same white space as trim()
   if (!Number.isFinite(n) || n < min || n > max) {
     throw new ConfigError(name, `must be a number between ${min} and ${max}, got ${JSON.stringify(v)}`);
   }
@@ -205,6 +205,25 @@ export function url(env: Env, name: string, fallback?: string): string {
   return v.replace(/\/+$/, '');
 }
 
+/** The bytes of the file a setting names; unreadable, a ConfigError naming the setting and why (ENOENT, EACCES, …). */
+function settingFile(variable: string, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    throw new ConfigError(variable, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+}
+
+/** The JSON document in the file a setting names. */
+function settingJson(variable: string, file: string): unknown {
+  const text = settingFile(variable, file).toString();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ConfigError(variable, `${file} is not valid JSON`);
+  }
+}
+
 /**
  * A secret from NAME, or from the file NAME_FILE names (the Docker secrets
  * convention); undefined when neither is set.
@@ -215,12 +234,7 @@ export function secretValue(env: Env, name: string): string | undefined {
   const file = env[fileVar]?.trim();
   if (direct !== undefined && file) throw new ConfigError(name, `set either ${name} or ${fileVar}, not both`);
   if (!file) return direct?.trim();
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new ConfigError(fileVar, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-  }
+  const text = settingFile(fileVar, file).toString();
   if (text.trim() === '') throw new ConfigError(fileVar, `${file} is empty`);
   return text.trim();
 }
@@ -321,7 +335,7 @@ export function internalSecret(env: Env, fallback?: string): string {
 /** Why `secret` cannot be INTERNAL_SECRET, or undefined when it can. */
 export function internalSecretProblem(secret: string): string | undefined {
   if (SAMPLE_SECRETS.has(secret)) return 'is a published sample value';
-  if (Buffer.byteLength(secret, 'utf8') < MIN_INTERNAL_SECRET_BYTES) return `must be at least ${MIN_INTERNAL_SECRET_BYTES} bytes (\`openssl rand -hex 32\`)`;
+  if (Buffer.byteLength(secret) < MIN_INTERNAL_SECRET_BYTES) return `must be at least ${MIN_INTERNAL_SECRET_BYTES} bytes (\`openssl rand -hex 32\`)`;
   return undefined;
 }
 
@@ -339,14 +353,7 @@ export function grpcTls(env: Env): GrpcTls | undefined {
   if (set.length === 0) return undefined;
   const unset = names.filter((n) => !set.includes(n));
   if (unset.length > 0) throw new ConfigError(unset[0], `must be set with ${set.join(' and ')} (all three or none)`);
-  const [cert, key, ca] = names.map((n) => {
-    const file = str(env, n);
-    try {
-      return readFileSync(file);
-    } catch (e) {
-      throw new ConfigError(n, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-    }
-  });
+  const [cert, key, ca] = names.map((n) => settingFile(n, str(env, n)));
   return { cert, key, ca };
 }
 
@@ -457,20 +464,7 @@ export function parseTrustedIssuers(doc: unknown, variable = 'TRUSTED_ISSUERS'):
 }
 
 export function trustedIssuersFile(env: Env): TrustedIssuers {
-  const file = str(env, 'TRUSTED_ISSUERS');
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new ConfigError('TRUSTED_ISSUERS', `cannot read ${file}: ${(e as Error).message}`);
-  }
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch {
-    throw new ConfigError('TRUSTED_ISSUERS', `${file} is not valid JSON`);
-  }
-  return parseTrustedIssuers(doc);
+  return parseTrustedIssuers(settingJson('TRUSTED_ISSUERS', str(env, 'TRUSTED_ISSUERS')));
 }
 
 /** Where a service serves /metrics, when it does. */
@@ -488,16 +482,10 @@ export function metricsListener(env: Env, portVariable: string): MetricsListener
 /** A JWKS file `{"keys": [JWK, …]}` (OAUTH_JWKS, WEBHOOK_JWKS); every key needs `kty`. */
 export function jwksFile(env: Env, name: string): JsonWebKeyLike[] {
   const file = str(env, name);
-  let doc: unknown;
-  try {
-    doc = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (e) {
-    throw new ConfigError(name, e instanceof SyntaxError ? `${file} is not valid JSON` : `cannot read ${file}: ${(e as Error).message}`);
-  }
-  const keys = (doc as { keys?: unknown } | null)?.keys;
+  const keys = (settingJson(name, file) as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(keys) || keys.length === 0) throw new ConfigError(name, `${file} must be {"keys": [JWK, …]} with at least one key`);
   for (const k of keys) {
-    if (typeof k !== 'object' || k === null || typeof (k as { kty?: unknown }).kty !== 'string') throw new ConfigError(name, 'every key must be a JWK with "kty"');
+    if (typeof (k as { kty?: unknown } | null)?.kty !== 'string') throw new ConfigError(name, 'every key must be a JWK with "kty"');
   }
   return keys as JsonWebKeyLike[];
 }
@@ -655,7 +643,7 @@ export function metricsHashSecret(env: Env, bearer: boolean): string | undefined
  */
 export function nodeType(env: Env): string | undefined {
   const v = env.NODE_TYPE?.trim();
-  if (v === undefined || v === '') return undefined;
+  if (!v) return undefined;
   if (!/^[a-z][a-z0-9_-]{0,31}$/.test(v)) throw new ConfigError('NODE_TYPE', `must be a lowercase word such as mysql, postgres or spanner, got ${JSON.stringify(v)}`);
   return v;
 }
@@ -848,13 +836,7 @@ export function allowListFile(value: string): string | undefined {
 }
 
 export function readAllowListFile(file: string): AllowList {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new ConfigError('ALLOWED_USERS', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-  }
-  return parseAllowList(text, `ALLOWED_USERS (${file})`);
+  return parseAllowList(settingFile('ALLOWED_USERS', file).toString(), `ALLOWED_USERS (${file})`);
 }
 
 export function allowedUsers(env: Env): AllowedUsersSource | undefined {
