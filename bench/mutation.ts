@@ -5,6 +5,8 @@
 //   npm run mutation -- lib/hawk.ts [more files]   (no file: every target below)
 //   npm run mutation -- --concurrency 1 lib/token.ts
 //   npm run mutation -- --summary out.json …       also writes the scores as JSON (the bench's long mode)
+//   npm run mutation -- --lines 212-372 --with tests/provider-keys.test.ts services/login/jwks-source.ts
+//                                                  only those lines, with one more covering test file
 //
 // Prints the score per file and every surviving mutant; the HTML report of each
 // run goes to dist/mutation/<file>.html. Survivors are killed by a test or
@@ -50,8 +52,8 @@ export const MUTATION_TARGETS: Record<string, string[]> = {
   'services/login/error-handler.ts': ['services/login/error-handler.test.ts'],
   'services/login/jwks.ts': ['services/login/jwks.test.ts', 'services/login/jwks-source.test.ts'],
   'services/login/jws.ts': ['services/login/jws.test.ts'],
-  // The upkeep (lines 212 on) is tested by tests/provider-keys.test.ts, ~50 s a run: with it, a run
-  // takes hours, so it was measured once over those lines (docs/testing.md).
+  // The upkeep (lines 212 on) is tested by tests/provider-keys.test.ts too, ~50 s a run: with it, a run
+  // of the whole file takes hours, so those lines are measured on their own (--lines, --with; docs/testing.md).
   'services/login/jwks-source.ts': ['services/login/jwks-source.test.ts'],
   'services/login/rules.ts': ['services/login/rules.test.ts'],
   'services/login/shared.ts': ['services/login/shared.test.ts', 'tests/login.test.ts', 'tests/observability.test.ts', 'tests/mozilla-errors.test.ts'],
@@ -73,6 +75,7 @@ const SLOW_TEST_FILES: Record<string, number> = {
   'services/node-gateway/nonces.test.ts': 30_000,
   'services/nodeassign/service.test.ts': 30_000,
   'services/login/jwks-source.test.ts': 15_000,
+  'tests/provider-keys.test.ts': 120_000,
   'tests/login-workers.test.ts': 30_000,
   'tests/worker-set.test.ts': 45_000,
   'services/node-gateway/redis-nonces.test.ts': 30_000,
@@ -120,14 +123,31 @@ export function scoreOf(file: string, results: readonly MutantResult[], seconds:
   };
 }
 
-/** Runs Stryker on one file with the tests that cover it. */
-export async function mutationTest(file: string, concurrency: number): Promise<MutationScore> {
-  const tests = MUTATION_TARGETS[file];
-  if (!tests) throw new Error(`no covering tests known for ${file}; add it to MUTATION_TARGETS in bench/mutation.ts`);
+/** What a run mutates and runs beyond a target's own covering tests. */
+export interface MutationScope {
+  /** Only these lines of the file, inclusive. */
+  lines?: readonly [number, number];
+  /** Test files run besides the target's own. */
+  withTests?: readonly string[];
+}
+
+/** `--lines A-B`: the first and the last line, 1 ≤ A ≤ B. */
+export function lineRange(v: string): [number, number] {
+  const m = /^(\d+)-(\d+)$/.exec(v);
+  const range: [number, number] = m ? [Number(m[1]), Number(m[2])] : [0, 0];
+  if (range[0] < 1 || range[1] < range[0]) throw new Error(`--lines must be A-B with 1 <= A <= B, got ${JSON.stringify(v)}`);
+  return range;
+}
+
+/** Runs Stryker on one file (or some of its lines) with the tests that cover it. */
+export async function mutationTest(file: string, concurrency: number, scope: MutationScope = {}): Promise<MutationScore> {
+  const own = MUTATION_TARGETS[file];
+  if (!own) throw new Error(`no covering tests known for ${file}; add it to MUTATION_TARGETS in bench/mutation.ts`);
+  const tests = [...own, ...(scope.withTests ?? []).filter((t) => !own.includes(t))];
   const slug = file.replace(/[/.]/g, '_');
   const started = Date.now();
   const results = await new Stryker({
-    mutate: [file],
+    mutate: [scope.lines ? `${file}:${scope.lines[0]}-${scope.lines[1]}` : file],
     testRunner: 'command',
     // The command runner cannot tell which test covers which mutant: every mutant runs these files.
     // A mutant that makes a socket test wait forever fails that test after 5 s (longer for a slow
@@ -151,12 +171,19 @@ export async function mutationTest(file: string, concurrency: number): Promise<M
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { concurrency: { type: 'string', default: '2' }, summary: { type: 'string' }, help: { type: 'boolean', default: false } },
+    options: {
+      concurrency: { type: 'string', default: '2' },
+      summary: { type: 'string' },
+      lines: { type: 'string' },
+      with: { type: 'string', multiple: true, default: [] },
+      help: { type: 'boolean', default: false },
+    },
   });
   if (values.help) {
-    console.log(`usage: npm run mutation -- [--concurrency N] [--summary file.json] [${Object.keys(MUTATION_TARGETS).join(' ')}]`);
+    console.log(`usage: npm run mutation -- [--concurrency N] [--summary file.json] [--lines A-B] [--with more.test.ts]… [${Object.keys(MUTATION_TARGETS).join(' ')}]`);
     return;
   }
+  const scope: MutationScope = { lines: values.lines === undefined ? undefined : lineRange(values.lines), withTests: values.with };
   const concurrency = Number(values.concurrency);
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) throw new Error(`--concurrency must be a positive whole number, got ${values.concurrency}`);
   const files = positionals.length ? positionals : Object.keys(MUTATION_TARGETS);
@@ -169,8 +196,9 @@ async function main(): Promise<void> {
   mkdirSync(REPORTS, { recursive: true });
   const scores: MutationScore[] = [];
   for (const file of files) {
-    console.log(`[mutation] ${file} with ${MUTATION_TARGETS[file].join(', ')} (concurrency ${concurrency})…`);
-    const s = await mutationTest(file, concurrency);
+    const where = scope.lines ? ` lines ${scope.lines[0]}-${scope.lines[1]}` : '';
+    console.log(`[mutation] ${file}${where} with ${[...MUTATION_TARGETS[file], ...(scope.withTests ?? [])].join(', ')} (concurrency ${concurrency})…`);
+    const s = await mutationTest(file, concurrency, scope);
     scores.push(s);
     console.log(`[mutation] ${file}: score ${s.score} % (${s.killed} killed, ${s.timeout} timed out, ${s.survived} survived, ${s.noCoverage} not covered, ${s.invalid} invalid; ${s.seconds} s)`);
     for (const line of s.survivors) console.log(`  survived ${line}`);
