@@ -439,4 +439,22 @@ describe('the key source: what it logs', () => {
     assert.deepEqual(fields(notWritten, 'set', 'file', 'err'), { set: 'oauth', file: nowhere, err: 'ENOENT' });
     assert.deepEqual(c.source.keys?.map((k) => k.kid), ['k1'], 'the fetched set is used all the same');
   });
+
+  // Found missing by mutation testing (npm run mutation -- --lines 212-372 --with tests/provider-keys.test.ts).
+  test('a key without a kid is logged as null, a kid over 100 characters cut; the set is fetched and its copy written', async (t) => {
+    t.after(stopAll);
+    p.fail(null);
+    const { kid: _, ...noKid } = good.publicJwk;
+    const longKid = 'k'.repeat(150);
+    p.setKeys([noKid, { ...good.publicJwk, kid: longKid }]);
+    const file = path.join(dir, 'log-kids.json');
+    const { source, withMsg } = await started(file);
+    sources.push(source);
+    const [fetched] = withMsg('key set fetched');
+    assert.deepEqual(fields(fetched, 'reason', 'keys', 'kids'), { reason: 'start', keys: 2, kids: [null, 'k'.repeat(100)] });
+    assert.deepEqual(withMsg('key set fetch failed; the last good set stays'), []);
+    assert.deepEqual(source.keys?.map((k) => k.kid), [undefined, longKid]);
+    assert.equal(readCacheFile(file, p.jwksUri).keys.length, 2, 'the copy is written');
+    p.setKeys([good]);
+  });
 });

@@ -302,10 +302,11 @@ class RemoteKeySource implements KeySource {
       if (this.closed) return false;
       for (const s of got.skipped) log.warn({ set, variable: this.variable, url: got.url, key: s.index, kid: s.kid, reason: s.reason }, 'key of the fetched set skipped');
       this.keys = got.keys;
-      this.fetchedAtMs = Date.now();
+      const fetchedAt = Date.now();
+      this.fetchedAtMs = fetchedAt;
       metrics.jwksFetches.inc({ set, outcome: 'ok' });
       log.info({ set, variable: this.variable, url: got.url, reason, keys: got.keys.length, kids: got.keys.map((k) => (typeof k.kid === 'string' ? k.kid.slice(0, 100) : null)) }, 'key set fetched');
-      this.writeCache(got.usable);
+      this.writeCache(got.usable, fetchedAt);
       return true;
     } catch (err) {
       const failure = err instanceof FetchFailure ? err : new FetchFailure('unreachable', (err as Error).message);
@@ -320,11 +321,11 @@ class RemoteKeySource implements KeySource {
     }
   }
 
-  private writeCache(usable: unknown[]): void {
+  private writeCache(usable: unknown[], fetchedAt: number): void {
     const file = this.settings.cache;
-    if (!file || this.fetchedAtMs === undefined) return;
+    if (!file) return;
     try {
-      writeCacheFile(file, { source: this.source, fetched_at: this.fetchedAtMs, keys: usable });
+      writeCacheFile(file, { source: this.source, fetched_at: fetchedAt, keys: usable });
     } catch (err) {
       this.o.log.warn({ set: this.o.set, file, err: (err as NodeJS.ErrnoException).code ?? (err as Error).message }, 'key set not written to its cache file');
     }
