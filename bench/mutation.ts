@@ -139,11 +139,16 @@ export function lineRange(v: string): [number, number] {
   return range;
 }
 
-/** Runs Stryker on one file (or some of its lines) with the tests that cover it. */
-export async function mutationTest(file: string, concurrency: number, scope: MutationScope = {}): Promise<MutationScore> {
+/** The test files a run of `file` runs: its own covering files, then those `scope` adds. */
+export function coveringTests(file: string, scope: MutationScope = {}): string[] {
   const own = MUTATION_TARGETS[file];
   if (!own) throw new Error(`no covering tests known for ${file}; add it to MUTATION_TARGETS in bench/mutation.ts`);
-  const tests = [...own, ...(scope.withTests ?? []).filter((t) => !own.includes(t))];
+  return [...own, ...(scope.withTests ?? []).filter((t) => !own.includes(t))];
+}
+
+/** Runs Stryker on one file (or some of its lines) with the tests that cover it. */
+export async function mutationTest(file: string, concurrency: number, scope: MutationScope = {}): Promise<MutationScore> {
+  const tests = coveringTests(file, scope);
   const slug = file.replace(/[/.]/g, '_');
   const started = Date.now();
   const results = await new Stryker({
@@ -197,7 +202,7 @@ async function main(): Promise<void> {
   const scores: MutationScore[] = [];
   for (const file of files) {
     const where = scope.lines ? ` lines ${scope.lines[0]}-${scope.lines[1]}` : '';
-    console.log(`[mutation] ${file}${where} with ${[...MUTATION_TARGETS[file], ...(scope.withTests ?? [])].join(', ')} (concurrency ${concurrency})…`);
+    console.log(`[mutation] ${file}${where} with ${coveringTests(file, scope).join(', ')} (concurrency ${concurrency})…`);
     const s = await mutationTest(file, concurrency, scope);
     scores.push(s);
     console.log(`[mutation] ${file}: score ${s.score} % (${s.killed} killed, ${s.timeout} timed out, ${s.survived} survived, ${s.noCoverage} not covered, ${s.invalid} invalid; ${s.seconds} s)`);

@@ -2,7 +2,7 @@
 // it (killed or timed out over every mutant that ran), with each survivor named by file, line and column.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { lineRange, scoreOf } from '../bench/mutation.js';
+import { coveringTests, lineRange, MUTATION_TARGETS, scoreOf } from '../bench/mutation.js';
 
 test('--lines: A-B with 1 <= A <= B; anything else is refused, quoting it', () => {
   assert.deepEqual(lineRange('212-372'), [212, 372]);
@@ -10,6 +10,13 @@ test('--lines: A-B with 1 <= A <= B; anything else is refused, quoting it', () =
   for (const bad of ['0-3', '5-4', 'a-b', '3', '3-', '-3', ' 1-2', '1-2 ', '1.5-2']) {
     assert.throws(() => lineRange(bad), (e: Error) => e.message === `--lines must be A-B with 1 <= A <= B, got ${JSON.stringify(bad)}`, bad);
   }
+});
+
+test("--with: the target's own covering files first, then the others, each once; an unknown target is refused", () => {
+  const own = MUTATION_TARGETS['services/login/jwks-source.ts'];
+  assert.deepEqual(coveringTests('services/login/jwks-source.ts'), own);
+  assert.deepEqual(coveringTests('services/login/jwks-source.ts', { withTests: ['tests/provider-keys.test.ts', ...own] }), [...own, 'tests/provider-keys.test.ts']);
+  assert.throws(() => coveringTests('lib/nothing.ts'), /no covering tests known for lib\/nothing\.ts/);
 });
 
 test('scoreOf: killed and timed out over all that ran; compile errors left out; survivors and uncovered named', () => {
