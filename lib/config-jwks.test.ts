@@ -139,7 +139,7 @@ describe('OAUTH_JWKS and its cache: trimmed; the URL form only at the start', ()
     }
   });
 
-  test('a file path with "x://" inside it is still a path', () => {
+  test('a file path with "a://" inside it is still a path', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'config-jwks-'));
     try {
       mkdirSync(path.join(dir, 'a:'));
