@@ -554,10 +554,9 @@ test('NODE_SECRETS: white space around each entry is trimmed; a refused entry ge
 });
 
 test('a blank NODE_SECRETS or NODE_SECRETS_FILE is unset: MASTER_SECRETS beside it is no conflict', () => {
-  const env = { NODE_URL: 'https://n.example', UPSTREAM_URL: 'http://127.0.0.1:1' };
   const masters = [secret()];
-  for (const blank of [{ NODE_SECRETS: '  ' }, { NODE_SECRETS_FILE: ' ' }]) {
-    const config = gatewayConfig({ ...env, ...blank, MASTER_SECRETS: masters[0] });
+  for (const blank of [{ NODE_SECRETS: '  ' }, { NODE_SECRETS_FILE: ' ' }] as Record<string, string>[]) {
+    const config = builders.gateway({ ...blank, MASTER_SECRETS: masters[0] });
     assert.deepEqual(config.masterSecrets, masters, JSON.stringify(blank));
     assert.equal(config.nodeSecrets, undefined);
   }
